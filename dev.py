@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""The project's two entry points for a fresh machine with Python >= 3.10.
+
+    python3 dev.py serve   # install what the site needs, build it and serve it on 127.0.0.1
+    python3 dev.py test    # install what the tests need and run every test
+
+Both create (or reuse) the virtual environment ``.venv`` next to this file, because Debian and
+Ubuntu refuse ``pip install`` into the system Python (PEP 668), and install this package into it
+in editable mode together with the optional dependency group the command needs. The install is
+skipped when ``pyproject.toml`` has not changed since the last one. Extra arguments are passed
+on: ``python3 dev.py test -k softmax``, ``python3 dev.py serve --dev-addr 127.0.0.1:8001``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+# What each command installs: the package in editable mode plus these optional groups.
+GROUPS = {"serve": "docs", "test": "docs,test"}
+
+
+def ensure_environment(groups: str) -> None:
+    """Create ``.venv`` if needed and install ``.[groups]`` unless already done for this pyproject."""
+    if not PYTHON.exists():
+        print(f"dev.py: creating the virtual environment {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + groups.encode()).hexdigest()
+    stamp = VENV / f".installed-{groups.replace(',', '-')}"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    print(f"dev.py: installing mha with [{groups}] into {VENV}", flush=True)
+    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+                   check=True)
+    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", f".[{groups}]"],
+                   cwd=ROOT, check=True)
+    stamp.write_text(digest)
+
+
+def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 10):
+        print("dev.py: Python >= 3.10 is needed, this is " + sys.version.split()[0])
+        return 2
+    if not argv or argv[0] not in GROUPS:
+        print(__doc__)
+        return 2
+    command, extra = argv[0], argv[1:]
+    ensure_environment(GROUPS[command])
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONDONTWRITEBYTECODE="1")
+    if command == "serve":
+        args = [str(PYTHON), "-m", "mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *extra]
+    else:
+        args = [str(PYTHON), "-m", "pytest", *extra]
+    return subprocess.run(args, cwd=ROOT, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

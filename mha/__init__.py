@@ -1,0 +1,27 @@
+"""mha: multi-head self-attention in NumPy, the code behind Attention Detectives (注意力侦探团).
+
+The numeric core imports only NumPy. Public API:
+
+- :func:`softmax`: stable softmax; a fully masked slice gives zeros, not NaN.
+- :func:`scaled_dot_product_attention`: ``softmax(q k^T / sqrt(d_k) + mask) v`` on any batch shape.
+- :func:`causal_mask`, :func:`sliding_window_mask`, :func:`padding_mask`: boolean masks
+  (True = may attend), combinable with ``&``.
+- :class:`MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays.
+
+:mod:`mha.reference` holds the slow, obvious implementation used as the test oracle.
+"""
+
+from .attention import scaled_dot_product_attention, softmax
+from .masks import causal_mask, padding_mask, sliding_window_mask
+from .multihead import MultiHeadAttention
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "softmax",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "sliding_window_mask",
+    "padding_mask",
+    "MultiHeadAttention",
+]

@@ -1,0 +1,195 @@
+"""Softmax and scaled dot-product attention, the core every other part of ``mha`` builds on.
+
+Dimension names used throughout: ``n_q`` queries, ``n_k`` keys (and values), ``d_k`` the size of
+a query or key vector, ``d_v`` the size of a value vector; ``...`` stands for any leading
+(batch, head) dimensions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._checks import as_float_array, broadcast_shape
+from .masks import as_attention_mask
+
+__all__ = ["softmax", "scaled_dot_product_attention"]
+
+
+def softmax(x, axis: int = -1) -> np.ndarray:
+    r"""Numerically stable softmax that turns a fully masked slice into zeros.
+
+    Parameters
+    ----------
+    x : ndarray of shape ``(...)``, floating point
+        Logits. Entries may be finite or ``-inf`` (``-inf`` marks a masked position); NaN and
+        ``+inf`` are refused.
+    axis : int, default -1
+        The axis along which the result sums to 1.
+
+    Returns
+    -------
+    ndarray of the same shape and dtype as ``x``
+        Non-negative weights. Along ``axis`` they sum to 1, except in a slice whose logits are
+        all ``-inf``, which comes back as all zeros.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a floating-point array.
+    ValueError
+        If ``x`` contains NaN or ``+inf``.
+
+    Notes
+    -----
+    .. math:: \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
+              \qquad m = \max_j x_j
+
+    Subtracting the maximum :math:`m` changes nothing mathematically but keeps every exponent
+    at or below 0, so logits of :math:`\pm 10^4` neither overflow nor underflow to 0/0.
+    Positions holding ``-inf`` get exactly 0.
+
+    A slice that is *entirely* ``-inf`` (a query that may attend to no key at all) has no
+    distribution to return: the textbook formula gives 0/0 = NaN there. This function returns
+    all zeros for such a slice instead, without a warning, so that a fully masked query
+    contributes a zero vector rather than poisoning everything downstream with NaN. The weights
+    of such a slice therefore sum to 0, not 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha import softmax
+    >>> softmax(np.array([1.0, 1.0, -np.inf]))
+    array([0.5, 0.5, 0. ])
+    >>> softmax(np.array([-np.inf, -np.inf]))
+    array([0., 0.])
+    """
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an integer, got {axis!r}")
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(
+            f"x must be a real floating-point array, got dtype {x.dtype} with shape {x.shape}"
+        )
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}")
+    if x.size == 0:
+        return x.copy()
+    m = np.max(x, axis=axis, keepdims=True)  # NaN and +inf anywhere in x show up in m
+    if not (m < np.inf).all():
+        raise ValueError(
+            f"x must not contain NaN or +inf (only finite values and -inf), shape {x.shape}"
+        )
+    m = np.where(m == -np.inf, 0, m).astype(x.dtype, copy=False)  # fully masked: exp(-inf) = 0
+    e = np.exp(x - m)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
+    r"""Scaled dot-product attention: ``softmax(q @ k.T * scale + mask) @ v``.
+
+    Parameters
+    ----------
+    q : ndarray of shape ``(..., n_q, d_k)``
+        Queries.
+    k : ndarray of shape ``(..., n_k, d_k)``
+        Keys.
+    v : ndarray of shape ``(..., n_k, d_v)``
+        Values, one per key.
+    mask : ndarray broadcastable to ``(..., n_q, n_k)``, optional
+        Either **boolean**, True where the query may attend to the key (the convention of
+        PyTorch's ``scaled_dot_product_attention``; see :func:`mha.causal_mask`), or **additive
+        float** holding only 0 (attend) and ``-inf`` (hide). A float mask with any other value
+        (a 0/1 matrix, say) is refused, because adding it would hide nothing.
+    scale : float, optional
+        Factor applied to the scores. Defaults to :math:`1/\sqrt{d_k}`.
+
+    Returns
+    -------
+    output : ndarray of shape ``(..., n_q, d_v)``
+        Each query's weighted sum of the values.
+    weights : ndarray of shape ``(..., n_q, n_k)``
+        The attention weights. Each row sums to 1; hidden keys get exactly 0; a query that may
+        attend to no key gets a row of zeros and an output of zeros (see :func:`mha.softmax`).
+        Their leading dimensions are those of ``q``, ``k`` and ``mask`` broadcast together
+        (``v`` plays no part in the weights).
+
+    The leading dimensions ``...`` of ``q``, ``k``, ``v`` and ``mask`` broadcast against each
+    other. The result has the dtype NumPy's promotion rules give for ``q``, ``k`` and ``v``
+    (float32 inputs give float32).
+
+    Raises
+    ------
+    TypeError
+        If an input is not a floating-point array, or the mask is neither boolean nor floating.
+    ValueError
+        If the last dimensions disagree (``d_k`` of ``q`` and ``k``, ``n_k`` of ``k`` and ``v``),
+        the leading dimensions or the mask do not broadcast, an input holds NaN or inf, or a
+        float mask holds a value other than 0 and ``-inf``.
+
+    Notes
+    -----
+    .. math:: \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(
+              \frac{Q K^\top}{\sqrt{d_k}} + M\right) V
+
+    where :math:`M` is 0 where attention is allowed and :math:`-\infty` where it is not
+    (a boolean mask is turned into that form).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha import scaled_dot_product_attention, causal_mask
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.normal(size=(3, 4, 8))           # n = 4 tokens, d_k = d_v = 8
+    >>> out, w = scaled_dot_product_attention(q, k, v, mask=causal_mask(4))
+    >>> out.shape, w.shape
+    ((4, 8), (4, 4))
+    >>> w[0]                                           # the first token sees only itself
+    array([1., 0., 0., 0.])
+    >>> np.allclose(w.sum(axis=-1), 1.0)
+    True
+    """
+    q = as_float_array(q, "q")
+    k = as_float_array(k, "k")
+    v = as_float_array(v, "v")
+    for name, array, meaning in (("q", q, "(..., n_q, d_k)"), ("k", k, "(..., n_k, d_k)"),
+                                 ("v", v, "(..., n_k, d_v)")):
+        if array.ndim < 2:
+            raise ValueError(
+                f"{name} must have shape {meaning} (at least 2-D), got shape {array.shape}"
+            )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share their last dimension d_k, got q {q.shape} and k {k.shape}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of keys n_k (second-to-last dimension), "
+            f"got k {k.shape} and v {v.shape}"
+        )
+    batch = broadcast_shape(
+        {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
+        "the leading (batch, head) dimensions of q, k and v",
+    )
+    n_q, n_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
+    dtype = np.result_type(q, k, v)
+
+    if scale is None:
+        scale = 1.0 / np.sqrt(d_k)
+    elif (isinstance(scale, (bool, np.bool_))
+          or not isinstance(scale, (int, float, np.integer, np.floating))
+          or not np.isfinite(scale)):
+        raise TypeError(f"scale must be a finite real number, got {scale!r}")
+    scale = dtype.type(scale)  # a float64 scalar would silently promote float32 scores
+
+    scores = q @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k) -> (..., n_q, n_k)
+    scores *= scale
+    if mask is not None:
+        mask = as_attention_mask(mask, batch + (n_q, n_k), "scores (..., n_q, n_k)")
+        if mask.dtype == np.bool_:
+            scores = np.where(mask, scores, dtype.type(-np.inf))
+        else:
+            scores = scores + mask.astype(dtype, copy=False)
+    weights = softmax(scores, axis=-1)  # (..., n_q, n_k)
+    output = weights @ v  # (..., n_q, n_k) x (..., n_k, d_v) -> (..., n_q, d_v)
+    return output, weights

@@ -1,0 +1,199 @@
+"""Multi-head attention as one class whose weights are plain, overwritable NumPy arrays.
+
+Dimension names: ``b`` batch, ``n`` query tokens, ``m`` key/value tokens (``m == n`` in
+self-attention), ``d_model`` model width, ``h`` heads, ``d_k`` query/key size per head, ``d_v``
+value size per head.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._checks import as_float_array, check_ndim, check_positive_int
+from .attention import scaled_dot_product_attention
+from .masks import as_attention_mask
+
+__all__ = ["MultiHeadAttention"]
+
+
+def glorot_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, fan_out: int):
+    r"""Draw a float64 array from :math:`\mathcal N(0, 2 / (\text{fan\_in} + \text{fan\_out}))`.
+
+    Glorot (Xavier) initialisation: it keeps the variance of activations roughly the same from
+    a layer's input to its output, so a freshly built layer neither blows up nor fades out.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Source of randomness (``np.random.default_rng(seed)``); no global state is used.
+    shape : tuple of int
+        Shape of the array to draw.
+    fan_in, fan_out : int
+        Number of inputs and outputs of the linear map the array represents.
+
+    Returns
+    -------
+    ndarray of float64, shape ``shape``
+    """
+    return rng.normal(0.0, np.sqrt(2.0 / (fan_in + fan_out)), size=shape)
+
+
+class MultiHeadAttention:
+    r"""Multi-head attention with ``h`` heads, each projecting into its own subspace.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the input and output vectors.
+    h : int
+        Number of heads, >= 1.
+    d_k : int, optional
+        Query/key size per head. Defaults to ``d_model // h`` (then ``d_model`` must be
+        divisible by ``h``).
+    d_v : int, optional
+        Value size per head. Defaults to ``d_k`` when given, else ``d_model // h``.
+    seed : int or numpy.random.Generator, optional
+        Seed for ``np.random.default_rng``; the same seed gives the same weights.
+
+    Attributes
+    ----------
+    W_Q : ndarray of shape ``(d_model, h, d_k)``
+        Query projections: ``W_Q[:, i, :]`` is head ``i``'s :math:`W_i^Q`.
+    W_K : ndarray of shape ``(d_model, h, d_k)``
+        Key projections.
+    W_V : ndarray of shape ``(d_model, h, d_v)``
+        Value projections.
+    W_O : ndarray of shape ``(h * d_v, d_model)``
+        Output projection applied to the concatenated heads (head ``i`` owns rows
+        ``i * d_v`` to ``(i + 1) * d_v``).
+
+    The weights are ordinary float64 arrays, drawn with Glorot initialisation
+    (:func:`glorot_normal`); there are no biases. Read or overwrite them at any time: every call
+    uses their current values (nothing is cached), cast to the input's dtype.
+
+    Notes
+    -----
+    .. math::
+        \operatorname{head}_i = \operatorname{Attention}(X W_i^Q,\; C W_i^K,\; C W_i^V),
+        \qquad
+        \operatorname{MultiHead}(X, C) = \operatorname{Concat}(\operatorname{head}_1, \dots,
+        \operatorname{head}_h)\, W^O
+
+    with :math:`C = X` for self-attention. The layout is that of the source document's
+    ``MultiHeadAttention``; the computation runs all heads at once with batched matrix products.
+    :func:`mha.reference.multi_head_attention_reference` computes the same thing one head and
+    one query at a time.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha import MultiHeadAttention, causal_mask
+    >>> layer = MultiHeadAttention(d_model=16, h=4, seed=0)
+    >>> layer.W_Q.shape, layer.W_O.shape
+    ((16, 4, 4), (16, 16))
+    >>> x = np.random.default_rng(1).normal(size=(6, 16))       # n = 6 tokens
+    >>> y, w = layer(x, mask=causal_mask(6), return_weights=True)
+    >>> y.shape, w.shape                                          # w: (h, n_q, n_k)
+    ((6, 16), (4, 6, 6))
+    """
+
+    def __init__(self, d_model: int, h: int, d_k: int | None = None, d_v: int | None = None,
+                 *, seed=None):
+        d_model = check_positive_int(d_model, "d_model")
+        h = check_positive_int(h, "h")
+        if d_k is None:
+            if d_model % h != 0:
+                raise ValueError(
+                    f"d_model={d_model} is not divisible by h={h}; pass d_k (and d_v) explicitly "
+                    f"or choose h dividing d_model"
+                )
+            d_k = d_model // h
+        d_k = check_positive_int(d_k, "d_k")
+        d_v = d_k if d_v is None else check_positive_int(d_v, "d_v")
+        self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
+
+        rng = np.random.default_rng(seed)
+        self.W_Q = glorot_normal(rng, (d_model, h, d_k), d_model, h * d_k)
+        self.W_K = glorot_normal(rng, (d_model, h, d_k), d_model, h * d_k)
+        self.W_V = glorot_normal(rng, (d_model, h, d_v), d_model, h * d_v)
+        self.W_O = glorot_normal(rng, (h * d_v, d_model), h * d_v, d_model)
+
+    def __repr__(self) -> str:
+        return (f"MultiHeadAttention(d_model={self.d_model}, h={self.h}, d_k={self.d_k}, "
+                f"d_v={self.d_v})")
+
+    def _weight(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """The current value of weight ``name``, checked against ``shape`` and cast to ``dtype``."""
+        w = as_float_array(getattr(self, name), f"self.{name}")
+        if w.shape != shape:
+            raise ValueError(f"self.{name} must have shape {shape}, got {w.shape}")
+        return w.astype(dtype, copy=False)
+
+    def forward(self, x, mask=None, *, context=None, return_weights: bool = False):
+        """Apply the layer.
+
+        Parameters
+        ----------
+        x : ndarray of shape ``(n, d_model)`` or ``(b, n, d_model)``
+            The tokens that ask (queries); float32 or float64.
+        mask : ndarray broadcastable to ``(n, m)`` or ``(b, n, m)``, optional
+            Boolean (True = may attend) or additive float (0 / ``-inf``), as in
+            :func:`mha.scaled_dot_product_attention`. The same mask applies to every head.
+        context : ndarray of shape ``(m, d_model)`` or ``(b, m, d_model)``, optional
+            The tokens that answer (keys and values) for cross-attention, with the same number
+            of dimensions (and batch size) as ``x``. Defaults to ``x`` (self-attention).
+        return_weights : bool, default False
+            Also return the attention weights of every head.
+
+        Returns
+        -------
+        output : ndarray of shape ``(n, d_model)`` or ``(b, n, d_model)``
+            In the dtype of ``x`` (and ``context``).
+        weights : ndarray of shape ``(h, n, m)`` or ``(b, h, n, m)``
+            Only when ``return_weights`` is True.
+        """
+        x = as_float_array(x, "x")
+        check_ndim(x, "x", (2, 3), "(n, d_model) or (b, n, d_model)")
+        if context is None:
+            context = x
+        else:
+            context = as_float_array(context, "context")
+            if context.ndim != x.ndim or context.shape[:-2] != x.shape[:-2]:
+                raise ValueError(
+                    f"context must have the same number of dimensions and batch size as x: "
+                    f"x {x.shape} needs context of shape {x.shape[:-2] + ('m', 'd_model')}, "
+                    f"got {context.shape}"
+                )
+        for name, array in (("x", x), ("context", context)):
+            if array.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have last dimension d_model={self.d_model}, got shape "
+                    f"{array.shape}"
+                )
+        dtype = np.result_type(x, context)
+        d_model, h, d_k, d_v = self.d_model, self.h, self.d_k, self.d_v
+        W_Q = self._weight("W_Q", (d_model, h, d_k), dtype)
+        W_K = self._weight("W_K", (d_model, h, d_k), dtype)
+        W_V = self._weight("W_V", (d_model, h, d_v), dtype)
+        W_O = self._weight("W_O", (h * d_v, d_model), dtype)
+
+        lead, n, m = x.shape[:-2], x.shape[-2], context.shape[-2]
+        # One matrix product per role for all heads, then split the last axis into heads.
+        q = x @ W_Q.reshape(d_model, h * d_k)        # (..., n, d_model) -> (..., n, h*d_k)
+        k = context @ W_K.reshape(d_model, h * d_k)  # (..., m, d_model) -> (..., m, h*d_k)
+        v = context @ W_V.reshape(d_model, h * d_v)  # (..., m, d_model) -> (..., m, h*d_v)
+        q = q.reshape(*lead, n, h, d_k).swapaxes(-2, -3)  # (..., h, n, d_k)
+        k = k.reshape(*lead, m, h, d_k).swapaxes(-2, -3)  # (..., h, m, d_k)
+        v = v.reshape(*lead, m, h, d_v).swapaxes(-2, -3)  # (..., h, m, d_v)
+
+        if mask is not None:
+            mask = as_attention_mask(mask, lead + (n, m), "the weights of one head (..., n, m)")
+            if mask.ndim == 3:
+                mask = mask[:, None]  # (b, n, m) -> (b, 1, n, m): the same mask for every head
+
+        heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (..., h, n, d_v)
+        concat = heads.swapaxes(-2, -3).reshape(*lead, n, h * d_v)    # (..., n, h*d_v)
+        output = concat @ W_O                                         # (..., n, d_model)
+        return (output, weights) if return_weights else output
+
+    __call__ = forward

@@ -1,0 +1,249 @@
+"""mha.MultiHeadAttention against the loop-over-heads reference, its properties, and bad input."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import DTYPES, assert_close, make_mask
+from mha import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from mha.reference import multi_head_attention_reference
+
+
+@st.composite
+def layers_and_inputs(draw):
+    """A layer (d_k != d_v allowed), x of shape (n, d) or (b, n, d), maybe a context, a mask."""
+    h = draw(st.integers(1, 4))
+    d_model = draw(st.integers(1, 12))
+    d_k, d_v = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    seed = draw(st.integers(0, 2**32 - 1))
+    layer = MultiHeadAttention(d_model, h, d_k, d_v, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    dtype = draw(DTYPES)
+    lead = (draw(st.integers(1, 3)),) if draw(st.booleans()) else ()
+    n = draw(st.integers(1, 6))
+    x = rng.normal(size=lead + (n, d_model)).astype(dtype)
+    context = None
+    m = n
+    if draw(st.booleans()):  # cross-attention: keys and values from another sequence
+        m = draw(st.integers(1, 6))
+        context = rng.normal(size=lead + (m, d_model)).astype(dtype)
+    kind = draw(st.sampled_from(["none", "causal", "window", "padding", "random_bool", "additive",
+                                 "none_visible"]))
+    mask = make_mask(kind, rng, lead, n, m)
+    return layer, x, context, mask
+
+
+@given(layers_and_inputs())
+def test_fast_path_equals_reference(case):
+    layer, x, context, mask = case
+    out, w = layer(x, mask, context=context, return_weights=True)
+    ref_out, ref_w = multi_head_attention_reference(x, layer.W_Q, layer.W_K, layer.W_V,
+                                                    layer.W_O, mask, context)
+    m = x.shape[-2] if context is None else context.shape[-2]
+    assert out.shape == x.shape
+    assert w.shape == x.shape[:-2] + (layer.h, x.shape[-2], m)
+    assert out.dtype == x.dtype and w.dtype == x.dtype
+    assert_close(w, ref_w, x.dtype)
+    assert_close(out, ref_out, x.dtype)
+
+
+def test_output_alone_unless_weights_asked_for():
+    layer = MultiHeadAttention(8, 2, seed=0)
+    x = np.random.default_rng(0).normal(size=(3, 8))
+    out = layer(x)
+    assert isinstance(out, np.ndarray) and out.shape == (3, 8)
+    np.testing.assert_array_equal(layer.forward(x, return_weights=True)[0], out)
+
+
+@given(st.integers(2, 7), st.integers(0, 2**32 - 1))
+def test_permutation_equivariance_without_mask(n, seed):
+    layer = MultiHeadAttention(12, 3, seed=seed)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 12))
+    perm = rng.permutation(n)
+    np.testing.assert_allclose(layer(x[perm]), layer(x)[perm], rtol=1e-10, atol=1e-12)
+
+
+def test_causal_mask_breaks_permutation_equivariance():
+    layer = MultiHeadAttention(12, 3, seed=0)
+    x = np.random.default_rng(0).normal(size=(6, 12))
+    perm = np.array([5, 4, 3, 2, 1, 0])
+    mask = causal_mask(6)
+    assert not np.allclose(layer(x[perm], mask), layer(x, mask)[perm])
+
+
+@given(st.integers(1, 7), st.integers(0, 2**32 - 1))
+def test_causal_outputs_ignore_later_tokens(n, seed):
+    layer = MultiHeadAttention(8, 2, seed=seed)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2, n + 3, 8))
+    i = n - 1
+    changed = x.copy()
+    changed[:, i + 1:] = rng.normal(size=changed[:, i + 1:].shape) * 10
+    mask = causal_mask(n + 3)
+    before, after = layer(x, mask), layer(changed, mask)
+    np.testing.assert_allclose(after[:, : i + 1], before[:, : i + 1], rtol=1e-10, atol=1e-12)
+    assert not np.allclose(after[:, i + 1:], before[:, i + 1:])
+
+
+def test_separate_per_head_projections_equal_the_fused_projection_split_into_heads():
+    rng = np.random.default_rng(5)
+    layer = MultiHeadAttention(12, 3, d_k=5, d_v=2, seed=5)
+    x = rng.normal(size=(4, 12))
+    heads = []
+    for i in range(layer.h):
+        # Head i on its own, with its own W_i^Q, W_i^K, W_i^V.
+        q_i, k_i, v_i = x @ layer.W_Q[:, i, :], x @ layer.W_K[:, i, :], x @ layer.W_V[:, i, :]
+        fused = (x @ layer.W_Q.reshape(12, 3 * 5)).reshape(4, 3, 5)  # one product, then split
+        np.testing.assert_allclose(fused[:, i, :], q_i, rtol=1e-12, atol=1e-14)
+        heads.append(scaled_dot_product_attention(q_i, k_i, v_i)[0])
+    np.testing.assert_allclose(np.concatenate(heads, axis=-1) @ layer.W_O, layer(x),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_concat_then_W_O_equals_sum_over_heads_of_each_heads_block():
+    rng = np.random.default_rng(6)
+    h, d_v, d_model = 4, 3, 10
+    layer = MultiHeadAttention(d_model, h, d_k=2, d_v=d_v, seed=6)
+    x = rng.normal(size=(5, d_model))
+    _, w = layer(x, return_weights=True)
+    v = np.einsum("nd,dhv->hnv", x, layer.W_V)
+    heads = w @ v  # (h, n, d_v)
+    concat = np.concatenate(list(heads), axis=-1)
+    summed = sum(heads[i] @ layer.W_O[i * d_v:(i + 1) * d_v] for i in range(h))
+    np.testing.assert_allclose(concat @ layer.W_O, summed, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(layer(x), summed, rtol=1e-10, atol=1e-12)
+
+
+def test_cross_attention_shapes():
+    layer = MultiHeadAttention(8, 2, seed=0)
+    rng = np.random.default_rng(0)
+    decoder, encoder = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 7, 8))
+    out, w = layer(decoder, context=encoder, return_weights=True)
+    assert out.shape == (2, 3, 8) and w.shape == (2, 2, 3, 7)
+    out, w = layer(decoder, padding_mask([7, 4], 7), context=encoder, return_weights=True)
+    assert (w[1, :, :, 4:] == 0).all()
+
+
+def test_overwritten_weights_are_used_at_once():
+    layer = MultiHeadAttention(8, 2, seed=0)
+    x = np.random.default_rng(0).normal(size=(5, 8))
+    first = layer(x.astype(np.float32))  # a float32 call must not leave a cached cast behind
+    layer.W_Q = layer.W_Q * 3.0                     # replaced
+    layer.W_V[:, 1, :] = 0.0                        # edited in place
+    layer.W_O[:] = np.eye(8)                        # edited in place
+    ref, _ = multi_head_attention_reference(x, layer.W_Q, layer.W_K, layer.W_V, layer.W_O)
+    np.testing.assert_allclose(layer(x), ref, rtol=1e-10, atol=1e-12)
+    assert_close(layer(x.astype(np.float32)), ref, np.float32)
+    assert not np.allclose(layer(x.astype(np.float32)), first)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_in_is_dtype_out(dtype):
+    layer = MultiHeadAttention(8, 2, seed=0)
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(dtype)
+    out, w = layer(x, causal_mask(5), return_weights=True)
+    assert out.dtype == dtype and w.dtype == dtype
+    assert layer.W_Q.dtype == np.float64  # the stored weights are untouched
+
+
+def test_seeded_initialisation_is_reproducible_and_uses_no_global_state():
+    np.random.seed(0)
+    a = MultiHeadAttention(16, 4, seed=7)
+    state = np.random.get_state()[1].copy()
+    np.random.seed(1)
+    b = MultiHeadAttention(16, 4, seed=7)
+    np.random.seed(0)
+    MultiHeadAttention(16, 4, seed=8)
+    np.testing.assert_array_equal(np.random.get_state()[1], state)  # global state untouched
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert not np.allclose(a.W_Q, MultiHeadAttention(16, 4, seed=8).W_Q)
+    assert not np.allclose(a.W_Q, a.W_K)
+
+
+def test_glorot_initialisation_scale():
+    d_model, h, d_k, d_v = 256, 8, 16, 24
+    layer = MultiHeadAttention(d_model, h, d_k, d_v, seed=0)
+    expected = {
+        "W_Q": np.sqrt(2 / (d_model + h * d_k)),
+        "W_K": np.sqrt(2 / (d_model + h * d_k)),
+        "W_V": np.sqrt(2 / (d_model + h * d_v)),
+        "W_O": np.sqrt(2 / (h * d_v + d_model)),
+    }
+    for name, std in expected.items():
+        w = getattr(layer, name)
+        assert abs(w.mean()) < 0.05 * std
+        assert abs(w.std() / std - 1) < 0.02, name  # ~65k draws: the sample std is within 1 %
+    assert layer.W_V.shape == (d_model, h, d_v) and layer.W_O.shape == (h * d_v, d_model)
+
+
+def test_defaults_and_repr():
+    layer = MultiHeadAttention(12, 3)
+    assert (layer.d_k, layer.d_v) == (4, 4)
+    assert MultiHeadAttention(12, 5, d_k=2).d_v == 2
+    assert repr(layer) == "MultiHeadAttention(d_model=12, h=3, d_k=4, d_v=4)"
+
+
+# ---- bad input: the type, and a message naming the argument and the shapes -------------------
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"d_model": 10, "h": 3}, ValueError,
+     "d_model=10 is not divisible by h=3; pass d_k"),
+    ({"d_model": 8, "h": 0}, ValueError, "h must be >= 1, got 0"),
+    ({"d_model": 8, "h": -2}, ValueError, "h must be >= 1, got -2"),
+    ({"d_model": 8.0, "h": 2}, TypeError, "d_model must be an integer, got 8.0"),
+    ({"d_model": 8, "h": 2, "d_k": 0}, ValueError, "d_k must be >= 1, got 0"),
+    ({"d_model": 8, "h": 2, "d_v": "4"}, TypeError, "d_v must be an integer, got '4'"),
+])
+def test_bad_construction(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        MultiHeadAttention(**kwargs)
+
+
+LAYER = MultiHeadAttention(8, 2, seed=0)
+X = np.zeros((5, 8))
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((np.zeros((5, 6)),), {}, ValueError,
+     r"x must have last dimension d_model=8, got shape \(5, 6\)"),
+    ((np.zeros(8),), {}, ValueError,
+     r"x must have shape \(n, d_model\) or \(b, n, d_model\), got a 1-D array of shape \(8,\)"),
+    ((np.zeros((1, 2, 5, 8)),), {}, ValueError, r"got a 4-D array of shape \(1, 2, 5, 8\)"),
+    ((X, np.ones((4, 4), bool)), {}, ValueError,
+     r"shapes do not broadcast for the mask: mask \(4, 4\), the weights of one head"
+     r" \(..., n, m\) \(5, 5\)"),
+    ((X, np.ones((2, 5, 5), bool)), {}, ValueError,
+     r"mask of shape \(2, 5, 5\) must broadcast to the weights of one head \(..., n, m\) \(5, 5\)"),
+    ((X, np.ones((5, 5))), {}, ValueError, "a float mask must hold only 0 .* and -inf"),
+    ((X.astype(np.int32),), {}, TypeError,
+     r"x must be a real floating-point array .*got dtype int32 with shape \(5, 8\)"),
+    ((X.astype(complex),), {}, TypeError, "x must be a real floating-point array .*complex128"),
+    ((X.astype(object),), {}, TypeError, "x must be a real floating-point array .*object"),
+    ((np.full((5, 8), np.nan),), {}, ValueError,
+     r"x must contain only finite values, got NaN or inf in an array of shape \(5, 8\)"),
+    ((np.full((5, 8), -np.inf),), {}, ValueError, "x must contain only finite values"),
+    ((np.zeros((2, 5, 8)),), {"context": np.zeros((3, 7, 8))}, ValueError,
+     r"context must have the same number of dimensions and batch size as x: x \(2, 5, 8\) "
+     r"needs context of shape \(2, 'm', 'd_model'\), got \(3, 7, 8\)"),
+    ((X,), {"context": np.zeros((7, 4))}, ValueError,
+     r"context must have last dimension d_model=8, got shape \(7, 4\)"),
+    ((X,), {"context": np.zeros((7, 8), dtype=int)}, TypeError,
+     "context must be a real floating-point array"),
+])
+def test_bad_forward_input(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        LAYER(*args, **kwargs)
+
+
+def test_overwritten_weight_of_the_wrong_shape_is_named():
+    layer = MultiHeadAttention(8, 2, seed=0)
+    layer.W_K = np.zeros((8, 4))
+    with pytest.raises(ValueError, match=r"self.W_K must have shape \(8, 2, 4\), got \(8, 4\)"):
+        layer(X)
+    layer = MultiHeadAttention(8, 2, seed=0)
+    layer.W_O[0, 0] = np.nan
+    with pytest.raises(ValueError, match="self.W_O must contain only finite values"):
+        layer(X)

@@ -1,0 +1,128 @@
+"""The repository keeps its promises: README, set-up commands, CI, package layout, site build."""
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import mha
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def fenced_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def run_printing(code: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "<block>", "exec"), {"__name__": "__main__"})
+    return out.getvalue()
+
+
+def test_readme_example_prints_what_the_readme_says():
+    section = README.split("## `mha` in ten lines")[1]
+    code, printed = fenced_blocks(section, "python")[0], fenced_blocks(section, "text")[0]
+    assert run_printing(code) == printed
+
+
+def test_readme_gives_exactly_two_commands_and_ci_runs_the_test_one():
+    (block,) = fenced_blocks(README.split("## Quick start")[1].split("\n## ")[0], "bash")
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["python3 dev.py serve", "python3 dev.py test"]
+    ci_lines = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith(("#", "set ", "cd "))]
+    assert ci_lines == ["exec python3 dev.py test"]
+
+
+def test_github_workflow_runs_the_same_command_in_a_debian_container():
+    workflow = (ROOT / ".github/workflows/ci.yml").read_text()
+    assert "run: bash .ci/run" in workflow
+    assert re.search(r"container: python:3\.\d+-bookworm", workflow)
+
+
+def test_workflows_pass_actionlint():
+    actionlint = shutil.which("actionlint") or shutil.which(
+        "actionlint", path=str(Path(sys.executable).parent))
+    assert actionlint, "actionlint is missing: install the test extra (python3 dev.py test does)"
+    result = subprocess.run([actionlint, "-no-color", "-oneline"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pyproject_dependencies():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=3.10"
+    names = [re.split(r"[<>=!~ ]", dep)[0] for dep in project["dependencies"]]
+    assert names == ["numpy", "matplotlib"]
+    docs = project["optional-dependencies"]["docs"]
+    assert "mkdocs>=1.6,<2" in docs  # MkDocs 2.x is an unrelated rewrite
+    for group in project["optional-dependencies"].values():
+        for dep in group:
+            assert re.search(r"[<=]", dep), f"{dep} needs an upper bound or a pin"
+
+
+def test_licences_and_notice_exist():
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert "Attribution 4.0 International" in (ROOT / "LICENSE-docs").read_text()
+    assert (ROOT / "NOTICE.md").exists()
+
+
+def test_importing_mha_does_not_import_matplotlib():
+    code = "import sys, mha, mha.reference; print('matplotlib' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_core_modules_import_only_numpy():
+    allowed = {"numpy", "math", "__future__"}
+    for path in (ROOT / "mha").glob("*.py"):
+        for line in path.read_text().splitlines():
+            match = re.match(r"\s*(?:from|import)\s+([\w.]+)", line)
+            if match and not match.group(1).startswith("."):
+                assert match.group(1).split(".")[0] in allowed, f"{path.name}: {line}"
+
+
+def test_public_api_is_documented():
+    assert mha.__all__ == ["softmax", "scaled_dot_product_attention", "causal_mask",
+                           "sliding_window_mask", "padding_mask", "MultiHeadAttention"]
+    with_formula = {"softmax", "scaled_dot_product_attention", "MultiHeadAttention"}
+    for name in mha.__all__:
+        doc = getattr(mha, name).__doc__
+        sections = ["Parameters\n", "Returns\n" if name != "MultiHeadAttention" else "Attributes\n",
+                    "Examples\n", ">>> "] + (["Notes\n", ".. math::"] if name in with_formula else [])
+        for section in sections:
+            assert section in doc, f"{name} docstring lacks {section!r}"
+        assert "shape ``(" in doc, f"{name} docstring names no shapes"
+
+
+def test_reference_is_never_called_by_the_fast_path():
+    for module in ("attention", "masks", "multihead"):
+        source = (ROOT / "mha" / f"{module}.py").read_text()
+        assert "reference" not in re.sub(r'""".*?"""', "", source, flags=re.S), module
+
+
+def test_docs_code_blocks_run():
+    blocks = [block for page in sorted((ROOT / "docs").rglob("*.md"))
+              for block in fenced_blocks(page.read_text(encoding="utf-8"), "python")]
+    assert blocks
+    for block in blocks:
+        run_printing(block)
+
+
+def test_site_builds_strictly(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert result.returncode == 0, result.stderr
+    assert "注意力侦探团" in (tmp_path / "index.html").read_text(encoding="utf-8")

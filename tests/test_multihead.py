@@ -247,3 +247,19 @@ def test_overwritten_weight_of_the_wrong_shape_is_named():
     layer.W_O[0, 0] = np.nan
     with pytest.raises(ValueError, match="self.W_O must contain only finite values"):
         layer(X)
+
+
+def test_compatible_with_the_source_documents_class():
+    # The source document's forward pass (einsum over its (d_model, h, d_k) weight layout), fed
+    # our weights, gives our output: same layout, same maths, drop-in attribute names.
+    layer = MultiHeadAttention(16, 4, seed=0)
+    x = np.random.default_rng(0).normal(size=(6, 16))
+    Q = np.einsum("nd, dhk -> nhk", x, layer.W_Q)
+    K = np.einsum("nd, dhk -> nhk", x, layer.W_K)
+    V = np.einsum("nd, dhv -> nhv", x, layer.W_V)
+    scores = np.einsum("nhk, mhk -> nhm", Q, K) / np.sqrt(layer.d_k)
+    attn = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    attn /= attn.sum(axis=-1, keepdims=True)
+    ctx = np.einsum("nhm, mhv -> nhv", attn, V)
+    out = ctx.reshape(6, -1) @ layer.W_O
+    np.testing.assert_allclose(layer.forward(x), out, rtol=1e-10, atol=1e-12)

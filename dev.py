@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -26,6 +27,37 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 # What each command installs: the package in editable mode plus these optional groups.
 GROUPS = {"serve": "docs", "test": "docs,test"}
+# Debian packages each command needs: a CJK font for the figure labels (both), and the browser
+# the page tests drive (test). Checked by a file each one installs.
+SYSTEM = {
+    "fonts-noto-cjk": Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"),
+    "chromium": Path("/usr/bin/chromium"),
+}
+NEEDS = {"serve": ["fonts-noto-cjk"], "test": ["fonts-noto-cjk", "chromium"]}
+
+
+def ensure_system_packages(names: list[str]) -> None:
+    """Install the missing Debian packages with apt-get (as root, or through sudo).
+
+    Elsewhere (no apt-get, no root) print what is missing and go on; under CI=true that is an
+    error, since a test that needs them must not be skipped there.
+    """
+    missing = [name for name in names if not SYSTEM[name].exists()]
+    if not missing:
+        return
+    prefix = [] if hasattr(os, "geteuid") and os.geteuid() == 0 else ["sudo", "-n"]
+    if shutil.which("apt-get") and (not prefix or shutil.which("sudo")):
+        print(f"dev.py: installing Debian packages {' '.join(missing)}", flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        update = subprocess.run(prefix + ["apt-get", "update", "-qq"], env=env)
+        install = subprocess.run(prefix + ["apt-get", "install", "-y", "-qq", *missing], env=env)
+        if update.returncode == 0 and install.returncode == 0:
+            return
+    message = (f"dev.py: missing system packages: {' '.join(missing)} (Debian/Ubuntu: "
+               f"sudo apt-get install {' '.join(missing)})")
+    if os.environ.get("CI"):
+        raise SystemExit(message)
+    print(message + "; the tests that need them will fail", flush=True)
 
 
 def ensure_environment(groups: str) -> None:
@@ -53,6 +85,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     command, extra = argv[0], argv[1:]
+    ensure_system_packages(NEEDS[command])
     ensure_environment(GROUPS[command])
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONDONTWRITEBYTECODE="1")
     if command == "serve":

@@ -2,7 +2,6 @@
 
 import contextlib
 import io
-import os
 import re
 import shutil
 import subprocess
@@ -85,12 +84,14 @@ def test_importing_mha_does_not_import_matplotlib():
 
 
 def test_core_modules_import_only_numpy():
-    allowed = {"numpy", "math", "__future__"}
+    # The numeric core (mha/*.py) imports NumPy and the standard library, nothing else;
+    # matplotlib is for mha/plots/ alone.
     for path in (ROOT / "mha").glob("*.py"):
         for line in path.read_text().splitlines():
             match = re.match(r"\s*(?:from|import)\s+([\w.]+)", line)
             if match and not match.group(1).startswith("."):
-                assert match.group(1).split(".")[0] in allowed, f"{path.name}: {line}"
+                top = match.group(1).split(".")[0]
+                assert top == "numpy" or top in sys.stdlib_module_names, f"{path.name}: {line}"
 
 
 def test_public_api_is_documented():
@@ -110,19 +111,3 @@ def test_reference_is_never_called_by_the_fast_path():
     for module in ("attention", "masks", "multihead"):
         source = (ROOT / "mha" / f"{module}.py").read_text()
         assert "reference" not in re.sub(r'""".*?"""', "", source, flags=re.S), module
-
-
-def test_docs_code_blocks_run():
-    blocks = [block for page in sorted((ROOT / "docs").rglob("*.md"))
-              for block in fenced_blocks(page.read_text(encoding="utf-8"), "python")]
-    assert blocks
-    for block in blocks:
-        run_printing(block)
-
-
-def test_site_builds_strictly(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
-    assert result.returncode == 0, result.stderr
-    assert "注意力侦探团" in (tmp_path / "index.html").read_text(encoding="utf-8")

@@ -1,0 +1,116 @@
+"""Experiments, plot functions and the figure build: right numbers, right language, no boxes."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from mha.experiments import scaling_experiment
+from mha.plots import DEPENDS, FIGURES, LANGUAGES, TERMS, term
+from mha.plots._style import MissingGlyphError, render_svg, style
+
+ROOT = Path(__file__).resolve().parents[1]
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def figure_texts(fig: Figure) -> str:
+    return "\n".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
+
+
+def test_scaling_experiment_measures_what_the_paper_predicts():
+    r = scaling_experiment()
+    ratio = r.variance_raw / r.d_k
+    assert ((0.85 < ratio) & (ratio < 1.15)).all(), ratio          # Var(q.k) = d_k
+    assert ((0.85 < r.variance_scaled) & (r.variance_scaled < 1.15)).all()
+    assert (np.diff(r.max_weight_raw) > 0).all()                  # sharper and sharper
+    assert r.max_weight_raw[0] < 0.35 and r.max_weight_raw[-1] > 0.9
+    assert (r.max_weight_scaled < 0.15).all()                     # scaling keeps it spread
+    assert (r.entropy_scaled > 0.85 * np.log(r.n_keys)).all()
+    assert r.entropy_raw[-1] < 0.25
+    again = scaling_experiment()
+    np.testing.assert_array_equal(again.max_weight_raw, r.max_weight_raw)  # seeded
+
+
+def test_every_figure_has_declared_dependencies_that_exist():
+    assert set(FIGURES) == set(DEPENDS)
+    for name, files in DEPENDS.items():
+        for relative in files:
+            assert (ROOT / "mha" / relative).exists(), (name, relative)
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_figure_is_labelled_in_its_language_and_draws_every_glyph(name, lang, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fig = FIGURES[name](lang)
+    assert isinstance(fig, Figure)
+    assert list(tmp_path.iterdir()) == []  # plot functions never write files
+    text = figure_texts(fig)
+    if lang == "zh":
+        assert CJK.search(text), text
+    else:
+        assert not CJK.search(text), text
+    svg = render_svg(fig)  # raises MissingGlyphError on any character no font can draw
+    assert svg.startswith(b"<?xml") and render_svg(FIGURES[name](lang)) == svg  # deterministic
+
+
+def test_scaling_figure_uses_the_terms_file():
+    for lang in LANGUAGES:
+        text = figure_texts(FIGURES["scores-scaling"](lang))
+        for key in ("variance", "dimension", "attention_weight", "dot_product"):
+            assert term(key, lang) in text, (lang, key)
+
+
+def test_missing_glyph_is_an_error():
+    with style():
+        fig = Figure()
+        fig.subplots().set_title("\u0d85")  # a Sinhala letter: in none of our fonts
+    with pytest.raises(MissingGlyphError, match="missing from font"):
+        render_svg(fig)
+
+
+def test_terms_are_unique_per_language():
+    for lang in LANGUAGES:
+        words = [getattr(t, lang) for t in TERMS.values()]
+        assert len(words) == len(set(words)), lang
+    with pytest.raises(ValueError, match="lang must be one of"):
+        term("query", "fr")
+    with pytest.raises(KeyError, match="unknown term"):
+        term("no-such-term", "zh")
+
+
+def test_draw_script_writes_only_when_bytes_change():
+    script = [sys.executable, str(ROOT / "hooks" / "draw_figures.py")]
+    subprocess.run(script, check=True, capture_output=True)
+    outputs = [ROOT / "docs" / lang / "figures" / f"{name}.svg"
+               for name in FIGURES for lang in LANGUAGES]
+    stamps = [p.stat().st_mtime_ns for p in outputs]
+    result = subprocess.run(script, check=True, capture_output=True, text=True)
+    assert "0 drawn, 0 files updated" in result.stdout
+    assert [p.stat().st_mtime_ns for p in outputs] == stamps
+
+
+def test_figures_are_redrawn_when_their_source_changes(tmp_path):
+    # The cache key covers the figure's own modules and the core: change either, get a new key.
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        import draw_figures
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+    package = tmp_path / "mha"
+    shutil.copytree(ROOT / "mha", package, ignore=shutil.ignore_patterns("__pycache__"))
+    name, depends = "scores-scaling", DEPENDS["scores-scaling"]
+    key = draw_figures.figure_key(name, depends, package)
+    assert key == draw_figures.figure_key(name, depends)  # the copy hashes like the original
+    for relative in ("plots/scores.py", "attention.py", "plots/terms.py"):
+        original = (package / relative).read_bytes()
+        (package / relative).write_bytes(original + b"\n# edited\n")
+        assert draw_figures.figure_key(name, depends, package) != key, relative
+        (package / relative).write_bytes(original)
+    assert draw_figures.figure_key(name, depends, package) == key

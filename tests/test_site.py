@@ -1,0 +1,286 @@
+"""The site: a strict build, the two languages kept in step, every code block collected.
+
+Parity (STYLE.md rule 2): every page exists in both languages with the same anchors, the same
+code (comments and string literals set aside, so a Chinese page may comment and print in
+Chinese), the same figures and the same display formulas.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+LANGS = ("zh", "en")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+# ---- reading the sources -----------------------------------------------------------------------
+
+def pages(lang: str) -> list[str]:
+    return sorted(p.relative_to(DOCS / lang).as_posix()
+                  for p in (DOCS / lang).rglob("*") if p.suffix in (".md", ".ipynb"))
+
+
+def fences(text: str) -> list[tuple[str, str]]:
+    """Every fenced block of a page as (info string, dedented code), including nested ones."""
+    blocks, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        match = re.match(r"^(\s*)(`{3,})(.*)$", lines[i])
+        if match:
+            indent, ticks, info = match.groups()
+            body, i = [], i + 1
+            while i < len(lines) and not re.match(rf"^{indent}{ticks}\s*$", lines[i]):
+                body.append(lines[i][len(indent):])
+                i += 1
+            blocks.append((info.strip(), "\n".join(body)))
+        i += 1
+    return blocks
+
+
+def language_of(info: str) -> str:
+    info = info.strip("{}").split()
+    lang = next((word[1:] for word in info if word.startswith(".")), info[0] if info else "")
+    return {"py": "python", "python3": "python"}.get(lang, lang)
+
+
+def python_skeleton(code: str) -> list[str]:
+    """Tokens of Python code with comments dropped and every string literal blanked."""
+    out = []
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING):
+            continue
+        if token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+            out.append("<str>")
+        else:
+            out.append(token.string)
+    return out
+
+
+def shell_skeleton(code: str) -> list[str]:
+    return [re.sub(r"\s+#.*$", "", line).rstrip() for line in code.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def code_skeleton(info: str, code: str):
+    lang = language_of(info)
+    if lang == "python":
+        return lang, python_skeleton(code)
+    if lang in ("bash", "sh", "shell", "console"):
+        return lang, shell_skeleton(code)
+    return lang, code
+
+
+def page_facts(path: Path) -> dict:
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = [python_skeleton("".join(c["source"])) for c in cells if c["cell_type"] == "code"]
+        return {"code": code}
+    text = path.read_text(encoding="utf-8")
+    prose = re.sub(r"^(\s*)(`{3,}).*?^\1\2\s*$", "", text, flags=re.S | re.M)
+    headings = [line for line in prose.split("\n") if re.match(r"^#{1,6}\s", line)]
+    return {
+        "anchors": [re.search(r"\{\s*#([\w-]+)", h).group(1) if "{" in h else None
+                    for h in headings],
+        "code": [code_skeleton(info, code) for info, code in fences(text)],
+        "figures": re.findall(r"!\[[^\]]*\]\(([^)\s]+)", prose),
+        "formulas": [f.strip() for f in re.findall(r"\$\$(.*?)\$\$", prose, flags=re.S)],
+    }
+
+
+# ---- parity --------------------------------------------------------------------------------
+
+def test_every_page_exists_in_both_languages():
+    assert pages("zh"), "no Chinese pages"
+    assert pages("zh") == pages("en")
+
+
+@pytest.mark.parametrize("page", pages("zh"))
+def test_page_twins_match(page):
+    zh, en = page_facts(DOCS / "zh" / page), page_facts(DOCS / "en" / page)
+    for key in zh:
+        assert zh[key] == en[key], f"{page}: {key} differ between zh and en"
+    if "anchors" in zh:
+        assert None not in zh["anchors"], f"{page}: every heading needs an explicit {{ #id }}"
+
+
+def test_parity_checks_can_fail():
+    a = page_facts_from_text("# T { #a }\n```python\nx = 1  # 注释\nprint('你好')\n```\n$$a$$")
+    b = page_facts_from_text("# T { #a }\n```python\nx = 1  # comment\nprint('hello')\n```\n$$a$$")
+    assert a == b
+    c = page_facts_from_text("# T { #a }\n```python\nx = 2\nprint('hello')\n```\n$$a$$")
+    assert a["code"] != c["code"]
+    d = page_facts_from_text("# T { #b }\n```python\nx = 1\nprint('hello')\n```\n$$b$$")
+    assert a["anchors"] != d["anchors"] and a["formulas"] != d["formulas"]
+
+
+def page_facts_from_text(text: str) -> dict:
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"parity-{os.getpid()}.md"
+    path.write_text(text, encoding="utf-8")
+    try:
+        return page_facts(path)
+    finally:
+        path.unlink()
+
+
+# ---- code blocks ---------------------------------------------------------------------------
+
+def python_fences() -> list[tuple[Path, str]]:
+    return [(path, info) for lang in LANGS for path in sorted((DOCS / lang).rglob("*.md"))
+            for info, _ in fences(path.read_text(encoding="utf-8"))
+            if language_of(info) == "python"]
+
+
+def test_every_python_block_is_collected():
+    expected = {}
+    for path, info in python_fences():
+        if "notest" not in info:
+            key = path.relative_to(ROOT).as_posix()
+            expected[key] = expected.get(key, 0) + 1
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "docs"], cwd=ROOT, capture_output=True, text=True)
+    collected = {}
+    for line in result.stdout.splitlines():
+        if ".md::" in line:
+            key = line.split("::")[0]
+            collected[key] = collected.get(key, 0) + 1
+    assert expected, "no Python blocks found in docs/"
+    assert collected == expected, result.stdout[-2000:]
+
+
+def test_skipped_or_continued_blocks_say_so_visibly():
+    for path, info in python_fences():
+        if "notest" in info or "continuation" in info:
+            assert re.search(r'title="[^"]+"', info), (
+                f"{path}: a block marked notest/continuation needs a visible title saying why "
+                f"(e.g. title=\"continues the block above\"): {info}")
+
+
+# ---- the built site ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", SITE_URL="http://127.0.0.1:8000/")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out
+
+
+def html_pages(site: Path) -> list[Path]:
+    return sorted(p for p in site.rglob("index.html") if "assets" not in p.parts)
+
+
+def test_both_languages_are_built(site):
+    for page in pages("zh"):
+        stem = page.rsplit(".", 1)[0]
+        relative = "" if stem == "index" else f"{stem}/"
+        assert (site / relative / "index.html").exists(), page
+        assert (site / "en" / relative / "index.html").exists(), page
+
+
+def test_html_lang_and_translated_navigation(site):
+    zh = (site / "index.html").read_text(encoding="utf-8")
+    en = (site / "en" / "index.html").read_text(encoding="utf-8")
+    assert '<html lang="zh"' in zh and '<html lang="en"' in en
+    assert "注意力分数计算" in zh and "Attention scores" in en
+
+
+def test_notebook_pages_are_rendered_html_with_a_download(site):
+    for prefix in ("", "en/"):
+        page = (site / prefix / "python-demo" / "index.html").read_text(encoding="utf-8")
+        assert "jp-Cell" in page and '"cell_type"' not in page
+        assert "agrees" in page or "一致" in page  # the executed output of the last cell
+        assert (site / prefix / "python-demo" / "python-demo.ipynb").exists()
+        assert 'python-demo.ipynb" download' in page
+
+
+def test_figures_are_built_and_every_image_has_alt_text(site):
+    for lang, prefix in (("zh", ""), ("en", "en/")):
+        for page in html_pages(site / prefix) if prefix else html_pages(site):
+            if not prefix and "en" in page.relative_to(site).parts:
+                continue
+            html = page.read_text(encoding="utf-8")
+            for tag in re.findall(r"<img [^>]*>", html):
+                alt = re.search(r'alt="([^"]*)"', tag)
+                assert alt and alt.group(1).strip(), f"{page}: {tag}"
+                if "figures/" in tag:
+                    assert bool(CJK.search(alt.group(1))) == (lang == "zh"), f"{page}: {tag}"
+    for lang in ("", "en/"):
+        assert (site / lang / "figures" / "scores-scaling.svg").exists()
+
+
+def test_nothing_is_loaded_from_another_origin(site):
+    external = re.compile(
+        r"""(?:<(?:script|img|iframe|source|audio|video)\b[^>]*\bsrc|<link\b[^>]*\bhref)"""
+        r"""\s*=\s*["'](?:https?:)?//""", re.I)
+    css_url = re.compile(r"""(?:url\(|@import\s+)["']?(?:https?:)?//""", re.I)
+    for path in site.rglob("*"):
+        if path.suffix == ".html":
+            text = path.read_text(encoding="utf-8")
+            for tag in re.findall(r"<link\b[^>]*>", text):
+                if re.search(r'rel="(?:canonical|alternate)"', tag):
+                    continue  # addresses of this site, never fetched
+                assert not external.search(tag), f"{path}: {tag}"
+            text = re.sub(r"<link\b[^>]*>", "", text)
+            assert not external.search(text), f"{path}: {external.search(text).group(0)}"
+        elif path.suffix == ".css":
+            assert not css_url.search(path.read_text(encoding="utf-8")), path
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert "repo_url" not in config.replace("# No repo_url", "")
+    assert re.search(r"^\s*font: false", config, re.M)
+
+
+def test_footer_links_to_the_licence_page_everywhere(site):
+    for page in html_pages(site):
+        html = page.read_text(encoding="utf-8")
+        assert re.search(r'href="[./]*(?:en/)?license/"', html), page
+
+
+def test_glossary_table_comes_from_the_terms_file(site):
+    from mha.plots import TERMS
+
+    zh = (site / "glossary" / "index.html").read_text(encoding="utf-8")
+    en = (site / "en" / "glossary" / "index.html").read_text(encoding="utf-8")
+    for entry in TERMS.values():
+        assert entry.zh in zh and entry.zh_note.split("，")[0][:6] in zh
+        assert entry.en in en
+    assert "mha:glossary" not in zh + en
+
+
+def test_chinese_search_keeps_terms_whole(site):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    text = " ".join(doc["text"] + doc["title"] for doc in index["docs"])
+    assert "缩放" in text
+    # jieba marks word boundaries with U+200B: a term from the terms file stays one word.
+    for word in ("注意力权重", "缩放因子"):
+        assert word in text, word
+        assert not re.search("\u200b".join(word), text.replace(word, "")), word
+
+
+def test_unknown_marker_fails_the_build():
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        import markers
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+    from mkdocs.exceptions import PluginError
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="zh/x.md", locale="zh"))
+    config = {"theme": {"language": "zh"}}
+    assert "| **查询** |" in markers.on_page_markdown("<!-- mha:glossary -->", page, config, None)
+    with pytest.raises(PluginError, match="unknown marker <!-- mha:glosary -->"):
+        markers.on_page_markdown("<!-- mha:glosary -->", page, config, None)

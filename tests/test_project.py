@@ -49,6 +49,16 @@ def test_github_workflow_runs_the_same_command_in_a_debian_container():
     assert re.search(r"container: python:3\.\d+-bookworm", workflow)
 
 
+def test_docs_workflow_tests_builds_strictly_and_deploys_with_minimal_permissions():
+    workflow = (ROOT / ".github/workflows/docs.yml").read_text()
+    assert "run: bash .ci/run" in workflow
+    assert "mkdocs build --strict" in workflow and "SITE_URL:" in workflow
+    assert "actions/upload-pages-artifact@" in workflow and "actions/deploy-pages@" in workflow
+    top = workflow.split("jobs:")[0]
+    assert re.search(r"^permissions:\n  contents: read\n\n", top, re.M)
+    assert "pages: write" in workflow and "id-token: write" in workflow
+
+
 def test_workflows_pass_actionlint():
     actionlint = shutil.which("actionlint") or shutil.which(
         "actionlint", path=str(Path(sys.executable).parent))

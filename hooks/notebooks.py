@@ -6,7 +6,8 @@ Two fixes around mkdocs-jupyter:
   the notebooks were copied as raw JSON into ``…/index.html`` (and ``--strict`` still passed).
   Wrapping them again after i18n (lower priority = later) makes them real pages again.
 - mkdocs-jupyter caches an executed notebook on the notebook's bytes only, so its outputs went
-  stale when ``mha`` changed. Its cache folder is keyed here on ``mha``'s sources as well.
+  stale when ``mha`` changed. Its cache folder is keyed here on ``mha``'s sources as well (and on
+  the language, see ``on_pre_build``).
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ def mha_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def on_config(config):
-    _jupyter(config).config["cache_dir"] = str(ROOT / ".cache" / "notebooks" / mha_fingerprint())
-    return config
+def on_pre_build(config):
+    # One folder per language too: mkdocs-jupyter evicts every cached notebook its last build did
+    # not use, and i18n's English build runs inside the Chinese one, so a shared folder lost the
+    # other language's notebook on every build (and re-executed it the next time).
+    language = config["theme"]["language"]
+    _jupyter(config).config["cache_dir"] = str(
+        ROOT / ".cache" / "notebooks" / mha_fingerprint() / language)
 
 
 @event_priority(-200)  # after mkdocs-static-i18n (-100) has rebuilt the file list

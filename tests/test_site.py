@@ -284,3 +284,29 @@ def test_unknown_marker_fails_the_build():
     assert "| **查询** |" in markers.on_page_markdown("<!-- mha:glossary -->", page, config, None)
     with pytest.raises(PluginError, match="unknown marker <!-- mha:glosary -->"):
         markers.on_page_markdown("<!-- mha:glosary -->", page, config, None)
+
+
+def test_notebooks_are_cached_per_language_and_rerun_when_mha_changes(site, tmp_path):
+    # The module's build above filled the cache: a second build re-executes nothing...
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = result.stdout + result.stderr
+    for lang in LANGS:
+        assert f"Cache hit: {DOCS / lang / 'python-demo.ipynb'}" in log, log[-2000:]
+    assert "Converting notebook" not in log
+    # ...and the cache folder is keyed on mha's sources and the language.
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        import notebooks
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+    jupyter = SimpleNamespace(config={})
+
+    class Config(dict):
+        plugins = SimpleNamespace(get=lambda name: jupyter)
+
+    notebooks.on_pre_build(Config(theme={"language": "en"}))
+    assert jupyter.config["cache_dir"].endswith(f"{notebooks.mha_fingerprint()}/en")

@@ -3,6 +3,7 @@
 The numeric core imports only NumPy. Public API:
 
 - :func:`softmax`: stable softmax; a fully masked slice gives zeros, not NaN.
+- :func:`attention_scores`: the scaled scores ``q k^T / sqrt(d_k)``, before mask and softmax.
 - :func:`scaled_dot_product_attention`: ``softmax(q k^T / sqrt(d_k) + mask) v`` on any batch shape.
 - :func:`causal_mask`, :func:`sliding_window_mask`, :func:`padding_mask`: boolean masks
   (True = may attend), combinable with ``&``.
@@ -11,7 +12,7 @@ The numeric core imports only NumPy. Public API:
 :mod:`mha.reference` holds the slow, obvious implementation used as the test oracle.
 """
 
-from .attention import scaled_dot_product_attention, softmax
+from .attention import attention_scores, scaled_dot_product_attention, softmax
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention
 
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "softmax",
+    "attention_scores",
     "scaled_dot_product_attention",
     "causal_mask",
     "sliding_window_mask",

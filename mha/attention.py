@@ -12,7 +12,7 @@ import numpy as np
 from ._checks import as_float_array, broadcast_shape
 from .masks import as_attention_mask
 
-__all__ = ["softmax", "scaled_dot_product_attention"]
+__all__ = ["softmax", "attention_scores", "scaled_dot_product_attention"]
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:
@@ -85,6 +85,78 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
+def _check_q_k(q, k):
+    """Validate queries and keys: float arrays, at least 2-D, the same ``d_k``."""
+    q = as_float_array(q, "q")
+    k = as_float_array(k, "k")
+    for name, array, meaning in (("q", q, "(..., n_q, d_k)"), ("k", k, "(..., n_k, d_k)")):
+        if array.ndim < 2:
+            raise ValueError(
+                f"{name} must have shape {meaning} (at least 2-D), got shape {array.shape}"
+            )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share their last dimension d_k, got q {q.shape} and k {k.shape}"
+        )
+    return q, k
+
+
+def _check_scale(scale, d_k: int, dtype: np.dtype):
+    """The scale as a scalar of ``dtype``; ``None`` means 1/sqrt(d_k)."""
+    if scale is None:
+        scale = 1.0 / np.sqrt(d_k)
+    elif (isinstance(scale, (bool, np.bool_))
+          or not isinstance(scale, (int, float, np.integer, np.floating))
+          or not np.isfinite(scale)):
+        raise TypeError(f"scale must be a finite real number, got {scale!r}")
+    return dtype.type(scale)  # a float64 scalar would silently promote float32 scores
+
+
+def _scaled_scores(q: np.ndarray, k: np.ndarray, scale) -> np.ndarray:
+    scores = q @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k) -> (..., n_q, n_k)
+    scores *= scale
+    return scores
+
+
+def attention_scores(q, k, *, scale=None) -> np.ndarray:
+    r"""The scaled scores ``q @ k.T * scale`` that attention turns into weights.
+
+    Parameters
+    ----------
+    q : ndarray of shape ``(..., n_q, d_k)``
+        Queries.
+    k : ndarray of shape ``(..., n_k, d_k)``
+        Keys; leading dimensions broadcast against those of ``q``.
+    scale : float, optional
+        Defaults to :math:`1/\sqrt{d_k}`.
+
+    Returns
+    -------
+    ndarray of shape ``(..., n_q, n_k)``
+        Row ``i`` holds query ``i``'s score for every key, before any mask and before softmax.
+
+    Notes
+    -----
+    .. math:: S = \frac{Q K^\top}{\sqrt{d_k}}
+
+    :func:`scaled_dot_product_attention` computes exactly these scores before it masks them and
+    applies softmax.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha import attention_scores
+    >>> q = np.array([[1.0, 0.0, 2.0, 0.5]])
+    >>> k = np.array([[1.0, 0.0, 2.0, 0.5], [0.0, 1.0, 0.0, 0.0]])
+    >>> attention_scores(q, k)                     # dot products divided by sqrt(4) = 2
+    array([[2.625, 0.   ]])
+    """
+    q, k = _check_q_k(q, k)
+    broadcast_shape({"q": q.shape[:-2], "k": k.shape[:-2]},
+                    "the leading (batch, head) dimensions of q and k")
+    return _scaled_scores(q, k, _check_scale(scale, q.shape[-1], np.result_type(q, k)))
+
+
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     r"""Scaled dot-product attention: ``softmax(q @ k.T * scale + mask) @ v``.
 
@@ -149,19 +221,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     >>> np.allclose(w.sum(axis=-1), 1.0)
     True
     """
-    q = as_float_array(q, "q")
-    k = as_float_array(k, "k")
+    q, k = _check_q_k(q, k)
     v = as_float_array(v, "v")
-    for name, array, meaning in (("q", q, "(..., n_q, d_k)"), ("k", k, "(..., n_k, d_k)"),
-                                 ("v", v, "(..., n_k, d_v)")):
-        if array.ndim < 2:
-            raise ValueError(
-                f"{name} must have shape {meaning} (at least 2-D), got shape {array.shape}"
-            )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must share their last dimension d_k, got q {q.shape} and k {k.shape}"
-        )
+    if v.ndim < 2:
+        raise ValueError(f"v must have shape (..., n_k, d_v) (at least 2-D), got shape {v.shape}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"k and v must have the same number of keys n_k (second-to-last dimension), "
@@ -171,19 +234,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
         {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
         "the leading (batch, head) dimensions of q, k and v",
     )
-    n_q, n_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
+    n_q, n_k = q.shape[-2], k.shape[-2]
     dtype = np.result_type(q, k, v)
 
-    if scale is None:
-        scale = 1.0 / np.sqrt(d_k)
-    elif (isinstance(scale, (bool, np.bool_))
-          or not isinstance(scale, (int, float, np.integer, np.floating))
-          or not np.isfinite(scale)):
-        raise TypeError(f"scale must be a finite real number, got {scale!r}")
-    scale = dtype.type(scale)  # a float64 scalar would silently promote float32 scores
-
-    scores = q @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k) -> (..., n_q, n_k)
-    scores *= scale
+    scores = _scaled_scores(q, k, _check_scale(scale, q.shape[-1], dtype))  # (..., n_q, n_k)
     if mask is not None:
         mask = as_attention_mask(mask, batch + (n_q, n_k), "scores (..., n_q, n_k)")
         if mask.dtype == np.bool_:

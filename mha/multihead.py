@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import as_float_array, check_ndim, check_positive_int
-from .attention import scaled_dot_product_attention
+from .attention import attention_scores, scaled_dot_product_attention
 from .masks import as_attention_mask
 
 __all__ = ["MultiHeadAttention"]
@@ -152,6 +152,43 @@ class MultiHeadAttention:
         weights : ndarray of shape ``(h, n, m)`` or ``(b, h, n, m)``
             Only when ``return_weights`` is True.
         """
+        stages = self._run(x, mask, context, keep=False)
+        return (stages["output"], stages["weights"]) if return_weights else stages["output"]
+
+    def trace(self, x, mask=None, *, context=None) -> dict:
+        """Every intermediate array of one forward pass, by stage: for figures and for reading.
+
+        Takes the same arguments as :meth:`forward` and runs the same computation.
+
+        Returns
+        -------
+        dict of str to ndarray
+            With ``...`` standing for the batch dimension, if any:
+
+            - ``"x"`` ``(..., n, d_model)`` and ``"context"`` ``(..., m, d_model)``: the inputs;
+            - ``"q"`` ``(..., h, n, d_k)``, ``"k"`` ``(..., h, m, d_k)``, ``"v"``
+              ``(..., h, m, d_v)``: each head's queries, keys and values;
+            - ``"scores"`` ``(..., h, n, m)``: ``q k^T / sqrt(d_k)`` before the mask;
+            - ``"weights"`` ``(..., h, n, m)``: after the mask and softmax;
+            - ``"heads"`` ``(..., h, n, d_v)``: each head's weighted sum of its values;
+            - ``"concat"`` ``(..., n, h * d_v)``: the heads side by side;
+            - ``"output"`` ``(..., n, d_model)``: ``concat @ W_O``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mha import MultiHeadAttention
+        >>> layer = MultiHeadAttention(d_model=16, h=4, seed=0)
+        >>> stages = layer.trace(np.random.default_rng(0).normal(size=(8, 16)))
+        >>> {name: a.shape for name, a in stages.items()}     # doctest: +NORMALIZE_WHITESPACE
+        {'x': (8, 16), 'context': (8, 16), 'q': (4, 8, 4), 'k': (4, 8, 4), 'v': (4, 8, 4),
+         'scores': (4, 8, 8), 'weights': (4, 8, 8), 'heads': (4, 8, 4), 'concat': (8, 16),
+         'output': (8, 16)}
+        """
+        return self._run(x, mask, context, keep=True)
+
+    def _run(self, x, mask, context, keep: bool) -> dict:
+        """The forward pass; with ``keep``, every stage is returned (see :meth:`trace`)."""
         x = as_float_array(x, "x")
         check_ndim(x, "x", (2, 3), "(n, d_model) or (b, n, d_model)")
         if context is None:
@@ -194,6 +231,11 @@ class MultiHeadAttention:
         heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (..., h, n, d_v)
         concat = heads.swapaxes(-2, -3).reshape(*lead, n, h * d_v)    # (..., n, h*d_v)
         output = concat @ W_O                                         # (..., n, d_model)
-        return (output, weights) if return_weights else output
+        if not keep:
+            return {"output": output, "weights": weights}
+        return {"x": x, "context": context, "q": q, "k": k, "v": v,
+                "scores": attention_scores(q, k), "weights": weights, "heads": heads,
+                "concat": concat, "output": output}
+
 
     __call__ = forward

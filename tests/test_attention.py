@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import DTYPES, assert_close, attention_inputs, no_warnings
-from mha import causal_mask, scaled_dot_product_attention
+from mha import attention_scores, causal_mask, scaled_dot_product_attention, softmax
 from mha.reference import attention_reference
 
 
@@ -135,3 +135,26 @@ V = np.zeros((2, 6, 5))
 def test_bad_input_is_refused_with_a_clear_message(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         scaled_dot_product_attention(*args, **kwargs)
+
+
+@given(attention_inputs())
+def test_attention_scores_are_what_softmax_turns_into_the_weights(inputs):
+    q, k, v, mask, kind = inputs
+    scores = attention_scores(q, k)
+    d_k = q.shape[-1]
+    qb, kb = np.broadcast_arrays(q[..., :, None, :], k[..., None, :, :])
+    by_definition = (qb.astype(float) * kb).sum(axis=-1) / np.sqrt(d_k)  # sum_t q_it k_jt
+    assert scores.dtype == np.result_type(q, k)
+    assert_close(scores, by_definition)
+    assert_close(softmax(scores), scaled_dot_product_attention(q, k, v)[1])
+    np.testing.assert_allclose(attention_scores(q, k, scale=1.0), scores * np.sqrt(d_k),
+                               **{"rtol": 1e-4, "atol": 1e-4} if q.dtype == np.float32 else {})
+
+
+def test_attention_scores_refuses_bad_input():
+    with pytest.raises(ValueError, match=r"q and k must share their last dimension d_k"):
+        attention_scores(np.zeros((2, 3)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match=r"leading \(batch, head\) dimensions of q and k"):
+        attention_scores(np.zeros((2, 3, 4)), np.zeros((3, 3, 4)))
+    with pytest.raises(TypeError, match="scale must be a finite real number"):
+        attention_scores(np.zeros((2, 3)), np.zeros((2, 3)), scale=np.inf)

@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import DTYPES, assert_close, make_mask
-from mha import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from mha import (MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention,
+                 softmax)
 from mha.reference import multi_head_attention_reference
 
 
@@ -263,3 +264,25 @@ def test_compatible_with_the_source_documents_class():
     ctx = np.einsum("nhm, mhv -> nhv", attn, V)
     out = ctx.reshape(6, -1) @ layer.W_O
     np.testing.assert_allclose(layer.forward(x), out, rtol=1e-10, atol=1e-12)
+
+
+@given(layers_and_inputs())
+def test_trace_shows_the_stages_of_the_same_computation(case):
+    layer, x, context, mask = case
+    stages = layer.trace(x, mask, context=context)
+    out, w = layer(x, mask, context=context, return_weights=True)
+    np.testing.assert_array_equal(stages["output"], out)
+    np.testing.assert_array_equal(stages["weights"], w)
+    ctx = x if context is None else context
+    tol = np.dtype(x.dtype)
+    for i in range(layer.h):  # head i's projections are the columns of its own W_i
+        assert_close(stages["q"][..., i, :, :], x @ layer.W_Q[:, i, :].astype(x.dtype), tol)
+        assert_close(stages["k"][..., i, :, :], ctx @ layer.W_K[:, i, :].astype(x.dtype), tol)
+        assert_close(stages["v"][..., i, :, :], ctx @ layer.W_V[:, i, :].astype(x.dtype), tol)
+    if mask is None:
+        assert_close(stages["weights"], softmax(stages["scores"]), tol)
+    assert_close(stages["heads"], stages["weights"] @ stages["v"], tol)
+    heads_side_by_side = np.concatenate(
+        [stages["heads"][..., i, :, :] for i in range(layer.h)], axis=-1)
+    np.testing.assert_array_equal(stages["concat"], heads_side_by_side)
+    assert_close(stages["output"], stages["concat"] @ layer.W_O.astype(x.dtype), tol)

@@ -105,9 +105,10 @@ def test_core_modules_import_only_numpy():
 
 
 def test_public_api_is_documented():
-    assert mha.__all__ == ["softmax", "scaled_dot_product_attention", "causal_mask",
+    assert mha.__all__ == ["softmax", "attention_scores", "scaled_dot_product_attention", "causal_mask",
                            "sliding_window_mask", "padding_mask", "MultiHeadAttention"]
-    with_formula = {"softmax", "scaled_dot_product_attention", "MultiHeadAttention"}
+    with_formula = {"softmax", "attention_scores", "scaled_dot_product_attention",
+                    "MultiHeadAttention"}
     for name in mha.__all__:
         doc = getattr(mha, name).__doc__
         sections = ["Parameters\n", "Returns\n" if name != "MultiHeadAttention" else "Attributes\n",

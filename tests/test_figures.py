@@ -114,3 +114,41 @@ def test_figures_are_redrawn_when_their_source_changes(tmp_path):
         assert draw_figures.figure_key(name, depends, package) != key, relative
         (package / relative).write_bytes(original)
     assert draw_figures.figure_key(name, depends, package) == key
+
+
+def test_both_languages_see_the_same_numbers_for_the_same_concepts():
+    # The Chinese sentence is the English one's concepts in another order; with no positional
+    # information, every stage of the Chinese run is the English run with rows (and columns)
+    # reordered the same way.
+    from mha.experiments import walkthrough
+    from mha.plots.case import CASE_ORDER, CASE_TOKENS
+
+    en, zh = walkthrough(CASE_ORDER["en"]), walkthrough(CASE_ORDER["zh"])
+    perm = CASE_ORDER["zh"]  # position p of the Chinese sentence holds English position perm[p]
+    for layer_en, layer_zh in zip(en, zh):
+        np.testing.assert_allclose(layer_zh["output"], layer_en["output"][perm], atol=1e-12)
+        np.testing.assert_allclose(layer_zh["weights"], layer_en["weights"][:, perm][:, :, perm],
+                                   atol=1e-12)
+    assert sorted(CASE_ORDER["zh"]) == list(range(8)) and len(CASE_TOKENS["zh"]) == 8
+
+
+def test_walkthrough_chains_the_layers():
+    from mha.experiments import walkthrough
+
+    layers = walkthrough(range(8), n_layers=3)
+    assert len(layers) == 3
+    for before, after in zip(layers, layers[1:]):
+        assert after["x"] is before["output"]
+    assert not np.allclose(layers[0]["weights"], layers[1]["weights"])  # different weights
+
+
+def test_a_shared_query_key_matrix_makes_every_token_pick_itself():
+    from mha.experiments import shared_projection_experiment
+
+    r = shared_projection_experiment()
+    assert r.self_first_shared > 0.95              # its own key wins almost every row
+    assert r.self_first_separate < 3 * r.chance    # with two matrices: about chance
+    assert r.symmetric_shared and not r.symmetric_separate
+    np.testing.assert_allclose(r.example_shared, r.example_shared.T)
+    eigenvalues = np.linalg.eigvalsh(r.example_shared)
+    assert eigenvalues.min() > -1e-9               # positive semi-definite

@@ -11,21 +11,52 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 
-from ..experiments import scaling_experiment
+from .. import experiments
+from . import walkthrough as walk
 from ._style import style
+from .case import CASE_ORDER, CAST, case_tokens
+from .projections import plot_shared_projection
 from .scores import plot_scaling
 from .terms import LANGUAGES, TERMS, term
 
-__all__ = ["FIGURES", "LANGUAGES", "TERMS", "plot_scaling", "style", "term"]
+__all__ = ["CAST", "FIGURES", "LANGUAGES", "TERMS", "case_tokens", "plot_scaling",
+           "plot_shared_projection", "style", "term"]
+
+
+def _case(lang: str) -> list:
+    """The running example, in the sentence order of ``lang``, through two layers."""
+    return experiments.walkthrough(CASE_ORDER[lang])
+
+
+def _case_shared_projection(lang: str):
+    return experiments.shared_projection_experiment(
+        example=experiments.case_embeddings()[CASE_ORDER[lang]])
+
 
 #: Every figure the site shows: file stem -> function of the language returning a Figure.
 #: The names of the modules each one depends on (besides the core) are in ``DEPENDS``.
 FIGURES: dict[str, Callable[[str], Figure]] = {
-    "scores-scaling": lambda lang: plot_scaling(scaling_experiment(), lang),
+    "scores-scaling": lambda lang: plot_scaling(experiments.scaling_experiment(), lang),
+    "home-shapes": lambda lang: walk.plot_shapes(_case(lang), lang),
+    "walk-input": lambda lang: walk.plot_input(_case(lang), lang),
+    "walk-qkv": lambda lang: walk.plot_qkv(_case(lang), lang),
+    "walk-scores": lambda lang: walk.plot_scores(_case(lang), lang),
+    "walk-weights": lambda lang: walk.plot_weights(_case(lang), lang),
+    "walk-concat": lambda lang: walk.plot_concat(_case(lang), lang),
+    "walk-output": lambda lang: walk.plot_output(_case(lang), lang),
+    "walk-layers": lambda lang: walk.plot_layers(_case(lang), lang),
+    "overview-one-query": lambda lang: walk.plot_one_query(_case(lang), lang),
+    "projections-shared": lambda lang: plot_shared_projection(_case_shared_projection(lang), lang),
 }
 
 #: Source files under ``mha/`` each figure depends on, besides the core and ``plots/_style.py``
 #: and ``plots/terms.py``: the build redraws a figure only when one of them changes.
+_WALK = ("experiments.py", "plots/walkthrough.py", "plots/_draw.py", "plots/case.py")
 DEPENDS: dict[str, tuple[str, ...]] = {
     "scores-scaling": ("experiments.py", "plots/scores.py"),
+    **{name: _WALK for name in ("home-shapes", "walk-input", "walk-qkv", "walk-scores",
+                                "walk-weights", "walk-concat", "walk-output", "walk-layers",
+                                "overview-one-query")},
+    "projections-shared": ("experiments.py", "plots/projections.py", "plots/_draw.py",
+                           "plots/case.py"),
 }

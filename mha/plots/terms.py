@@ -65,9 +65,17 @@ TERMS: dict[str, Term] = {
     "multi_head_attention": Term("多头注意力", "multi-head attention", "",
                                  "h 个注意力头并行计算，结果拼接后再做输出投影。",
                                  "h heads computed side by side, concatenated, then projected."),
+    "concatenation": Term("拼接", "concatenation", "Concat",
+                          "把各个注意力头的输出按列并排，接成一个 h·d_v 维的向量。",
+                          "Placing the heads' outputs side by side into one vector of h·d_v numbers."),
     "output_projection": Term("输出投影", "output projection", "W_O",
                               "把拼接后的各头结果映射回 d_model 维。",
                               "Maps the concatenated heads back to d_model dimensions."),
+    "permutation_equivariance": Term(
+        "置换等变", "permutation equivariance", "",
+        "打乱输入词元的顺序，输出只是跟着同样打乱，数值不变：自注意力本身不知道词序。",
+        "Shuffle the input tokens and the outputs are shuffled the same way, values unchanged: "
+        "self-attention alone does not know word order."),
     "mask": Term("掩码", "mask", "M", "规定哪些键对某个查询不可见；被遮住的位置权重为 0。",
                  "Says which keys a query may not see; hidden positions get weight 0."),
     "causal_mask": Term("因果掩码", "causal mask", "", "每个词元只能看见自己和前面的词元。",

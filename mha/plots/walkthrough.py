@@ -203,7 +203,8 @@ def plot_one_query(traces: list, lang: str, head: int = 0, concept: int = 4) -> 
         colorbar(fig, image, top)
         bars = bottom.bar(range(len(tokens)), weights[row], color=CAST[head].color)
         bottom.bar_label(bars, fmt="%.2f", fontsize=9)
-        bottom.set_xticks(range(len(tokens)), tokens)
+        bottom.set_xticks(range(len(tokens)), tokens, rotation=45, ha="right",
+                          rotation_mode="anchor")
         bottom.set_ylim(0, max(0.5, float(weights[row].max()) * 1.2))
         bottom.set_ylabel(term("attention_weight", lang))
         bottom.set_title(words["query_row"].format(token=tokens[row]))

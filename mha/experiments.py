@@ -14,7 +14,8 @@ from .attention import attention_scores, scaled_dot_product_attention
 from .multihead import MultiHeadAttention
 
 __all__ = ["ScalingResult", "scaling_experiment", "case_embeddings", "walkthrough",
-           "SharedProjectionResult", "shared_projection_experiment"]
+           "SharedProjectionResult", "shared_projection_experiment", "AttentionCost",
+           "attention_cost", "reach", "application_patterns"]
 
 
 @dataclass(frozen=True)
@@ -236,3 +237,123 @@ def shared_projection_experiment(n: int = 32, d_model: int = 64, d_k: int = 64,
         symmetric_shared=bool(np.allclose(example_shared, example_shared.T)),
         symmetric_separate=bool(np.allclose(example_separate, example_separate.T)),
         example_shared=example_shared, example_separate=example_separate)
+
+
+@dataclass(frozen=True)
+class AttentionCost:
+    """Arithmetic and memory of one self-attention layer on one sequence, per length ``n``.
+
+    Attributes
+    ----------
+    n : ndarray of int, shape ``(s,)``
+    projection_flops : ndarray of shape ``(s,)``
+        The four products with ``W_Q``, ``W_K``, ``W_V``, ``W_O``: :math:`8 n d^2`.
+    attention_flops : ndarray of shape ``(s,)``
+        :math:`Q K^\\top` and weights times :math:`V`, all heads together: :math:`4 n^2 d`.
+    score_bytes : ndarray of shape ``(s,)``
+        One ``n x n`` score matrix per head: :math:`h n^2` numbers.
+    """
+
+    n: np.ndarray
+    d_model: int
+    h: int
+    bytes_per_number: int
+    projection_flops: np.ndarray
+    attention_flops: np.ndarray
+    score_bytes: np.ndarray
+
+
+def attention_cost(ns, d_model: int = 512, h: int = 8, bytes_per_number: int = 4) -> AttentionCost:
+    r"""Count, without running anything, what naive self-attention costs for each length.
+
+    A multiply-add counts as 2 floating-point operations. The projections cost
+    :math:`4 \cdot 2 n d^2 = 8 n d^2`, the attention proper :math:`2 \cdot 2 n^2 d = 4 n^2 d`
+    whatever ``h`` is (each head works on :math:`d/h` of the width), so the attention part
+    overtakes the projections once :math:`n > 2d`. The scores need :math:`h n^2` numbers.
+
+    Examples
+    --------
+    >>> from mha.experiments import attention_cost
+    >>> c = attention_cost([1024])
+    >>> int(c.projection_flops[0]) == int(c.attention_flops[0])      # n = 2 d: break-even
+    True
+    >>> int(c.score_bytes[0]) // 2**20                                 # MiB of float32 scores
+    32
+    """
+    n = np.asarray(ns, dtype=np.int64)
+    return AttentionCost(n=n, d_model=d_model, h=h, bytes_per_number=bytes_per_number,
+                         projection_flops=8 * n * d_model**2,
+                         attention_flops=4 * n**2 * d_model,
+                         score_bytes=h * n**2 * bytes_per_number)
+
+
+def reach(mask: np.ndarray, layers: int) -> np.ndarray:
+    """Which positions can influence which after stacking ``layers`` layers with ``mask``.
+
+    Parameters
+    ----------
+    mask : ndarray of bool, shape ``(n, n)``
+        ``mask[i, j]``: query ``i`` may attend to key ``j`` in one layer.
+    layers : int
+        How many layers are stacked.
+
+    Returns
+    -------
+    ndarray of bool, shape ``(layers, n, n)``
+        Entry ``[l, i, j]``: after ``l + 1`` layers, position ``j``'s input can have reached
+        position ``i``'s output (a path of ``l + 1`` allowed hops).
+
+    Examples
+    --------
+    >>> from mha import sliding_window_mask
+    >>> from mha.experiments import reach
+    >>> r = reach(sliding_window_mask(7, 2), layers=3)
+    >>> [int(r[l, 6].sum()) for l in range(3)]     # the last token hears 3, 5, then 7 tokens
+    [3, 5, 7]
+    """
+    mask = np.asarray(mask, dtype=bool)
+    step = mask.astype(np.int64)
+    current = step.copy()
+    out = []
+    for _ in range(layers):
+        out.append(current > 0)
+        current = np.minimum(current @ step, 1)  # one more hop; keep 0/1 so it never overflows
+    return np.stack(out)
+
+
+def application_patterns(order, n_pad: int = 2, n_target: int = 4, seed: int = 0) -> dict:
+    """One head's weights on the case in three settings: BERT-like, GPT-like, translation.
+
+    Parameters
+    ----------
+    order : sequence of int
+        The case sentence as concepts in reading order (see :func:`walkthrough`).
+    n_pad : int
+        Padding tokens appended for the BERT-like encoder (hidden by :func:`mha.padding_mask`).
+    n_target : int
+        Target-language tokens (random stand-ins) that query the case in the translation
+        setting, through cross-attention.
+    seed : int
+        Seeds the embeddings (``seed``) and the layer (``seed + 1``), as in :func:`walkthrough`.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``"bert"`` ``(n + n_pad, n + n_pad)``: no causal mask, padding keys hidden;
+        ``"gpt"`` ``(n, n)``: causal mask; ``"cross"`` ``(n_target, n)``: queries from the
+        target side, keys and values from the case. All from head 0.
+    """
+    from .masks import causal_mask, padding_mask
+
+    order = list(order)
+    rng = np.random.default_rng(seed + 100)
+    x = case_embeddings(n_tokens=len(order), seed=seed)[order]      # (n, d_model)
+    d_model = x.shape[1]
+    layer = MultiHeadAttention(d_model, 4, seed=seed + 1)
+    pads = np.tile(rng.normal(size=(1, d_model)), (n_pad, 1))       # one [PAD] embedding
+    padded = np.concatenate([x, pads])[None]                        # (1, n + n_pad, d_model)
+    _, bert = layer(padded, padding_mask([len(order)], len(order) + n_pad), return_weights=True)
+    _, gpt = layer(x, causal_mask(len(order)), return_weights=True)
+    target = rng.normal(size=(n_target, d_model))                   # (n_target, d_model)
+    _, cross = layer(target, context=x, return_weights=True)
+    return {"bert": bert[0, 0], "gpt": gpt[0], "cross": cross[0]}

@@ -152,3 +152,40 @@ def test_a_shared_query_key_matrix_makes_every_token_pick_itself():
     np.testing.assert_allclose(r.example_shared, r.example_shared.T)
     eigenvalues = np.linalg.eigvalsh(r.example_shared)
     assert eigenvalues.min() > -1e-9               # positive semi-definite
+
+
+def test_attention_cost_matches_its_formulas_and_a_direct_count():
+    from mha.experiments import attention_cost
+
+    c = attention_cost([128, 1024, 8192], d_model=512, h=8)
+    # Direct count for n = 128: four (n, d) x (d, d) products, and per head (n, d_k) x (d_k, n)
+    # plus (n, n) x (n, d_k); each multiply-add is 2 operations.
+    n, d, h = 128, 512, 8
+    assert c.projection_flops[0] == 4 * (2 * n * d * d)
+    assert c.attention_flops[0] == h * (2 * n * (d // h) * n + 2 * n * n * (d // h))
+    assert c.projection_flops[1] == c.attention_flops[1]          # n = 2d
+    assert c.attention_flops[2] / c.projection_flops[2] == 8192 / (2 * 512)
+    assert c.score_bytes[2] == 2 * 2**30                          # 8 heads x 8192^2 x 4 bytes
+
+
+def test_reach_grows_by_the_window_each_layer():
+    from mha import causal_mask, sliding_window_mask
+    from mha.experiments import reach
+
+    n, window = 12, 2
+    r = reach(sliding_window_mask(n, window), layers=6)
+    heard = r[:, -1].sum(axis=1)
+    np.testing.assert_array_equal(heard, np.minimum(1 + window * np.arange(1, 7), n))
+    first_layer_to_hear_token_0 = int(np.argmax(r[:, -1, 0])) + 1
+    assert first_layer_to_hear_token_0 == int(np.ceil((n - 1) / window))  # path length O(n/r)
+    assert reach(causal_mask(n), 1)[0, -1].all()                          # path length 1
+
+
+def test_application_patterns_respect_their_masks():
+    from mha.experiments import application_patterns
+
+    p = application_patterns(range(8))
+    assert (p["bert"][:, 8:] == 0).all()                 # padding keys hidden from everyone
+    np.testing.assert_allclose(p["bert"].sum(axis=1), 1)
+    assert (np.triu(p["gpt"], 1) == 0).all()             # no peeking at later tokens
+    assert p["cross"].shape == (4, 8) and np.allclose(p["cross"].sum(axis=1), 1)

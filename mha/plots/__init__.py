@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from matplotlib.figure import Figure
 
 from .. import experiments
+from . import applications, longrange
 from . import walkthrough as walk
 from ._style import style
 from .case import CASE_ORDER, CAST, case_tokens
@@ -26,6 +29,19 @@ __all__ = ["CAST", "FIGURES", "LANGUAGES", "TERMS", "case_tokens", "plot_scaling
 def _case(lang: str) -> list:
     """The running example, in the sentence order of ``lang``, through two layers."""
     return experiments.walkthrough(CASE_ORDER[lang])
+
+
+def _patterns(lang: str):
+    p = experiments.application_patterns(CASE_ORDER[lang])
+    return applications.plot_patterns(p["bert"], p["gpt"], p["cross"], case_tokens(lang),
+                                      "[PAD]", lang)
+
+
+def _window(lang: str, n: int = 12, window: int = 2, layers: int = 6):
+    from ..masks import sliding_window_mask
+
+    return longrange.plot_window(n, window,
+                                 experiments.reach(sliding_window_mask(n, window), layers), lang)
 
 
 def _case_shared_projection(lang: str):
@@ -47,6 +63,10 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "walk-layers": lambda lang: walk.plot_layers(_case(lang), lang),
     "overview-one-query": lambda lang: walk.plot_one_query(_case(lang), lang),
     "projections-shared": lambda lang: plot_shared_projection(_case_shared_projection(lang), lang),
+    "longrange-cost": lambda lang: longrange.plot_cost(
+        experiments.attention_cost(2 ** np.arange(7, 16)), lang),
+    "longrange-window": _window,
+    "applications-patterns": _patterns,
 }
 
 #: Source files under ``mha/`` each figure depends on, besides the core and ``plots/_style.py``
@@ -59,4 +79,8 @@ DEPENDS: dict[str, tuple[str, ...]] = {
                                 "overview-one-query")},
     "projections-shared": ("experiments.py", "plots/projections.py", "plots/_draw.py",
                            "plots/case.py"),
+    "longrange-cost": ("experiments.py", "plots/longrange.py"),
+    "longrange-window": ("experiments.py", "plots/longrange.py", "plots/_draw.py"),
+    "applications-patterns": ("experiments.py", "plots/applications.py", "plots/_draw.py",
+                              "plots/case.py"),
 }

@@ -2,14 +2,14 @@
 
 The numeric core imports only NumPy. Public API:
 
-- :func:`softmax`: stable softmax; a fully masked slice gives zeros, not NaN.
-- :func:`attention_scores`: the scaled scores ``q k^T / sqrt(d_k)``, before mask and softmax.
-- :func:`scaled_dot_product_attention`: ``softmax(q k^T / sqrt(d_k) + mask) v`` on any batch shape.
-- :func:`causal_mask`, :func:`sliding_window_mask`, :func:`padding_mask`: boolean masks
+- `softmax`: stable softmax; a fully masked slice gives zeros, not NaN.
+- `attention_scores`: the scaled scores ``q k^T / sqrt(d_k)``, before mask and softmax.
+- `scaled_dot_product_attention`: ``softmax(q k^T / sqrt(d_k) + mask) v`` on any batch shape.
+- `causal_mask`, `sliding_window_mask`, `padding_mask`: boolean masks
   (True = may attend), combinable with ``&``.
-- :class:`MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays.
+- `MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays.
 
-:mod:`mha.reference` holds the slow, obvious implementation used as the test oracle.
+`mha.reference` holds the slow, obvious implementation used as the test oracle.
 """
 
 from .attention import attention_scores, scaled_dot_product_attention, softmax

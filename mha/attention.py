@@ -41,11 +41,13 @@ def softmax(x, axis: int = -1) -> np.ndarray:
 
     Notes
     -----
-    .. math:: \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
-              \qquad m = \max_j x_j
+    $$
+    \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
+    \qquad m = \max_j x_j
+    $$
 
-    Subtracting the maximum :math:`m` changes nothing mathematically but keeps every exponent
-    at or below 0, so logits of :math:`\pm 10^4` neither overflow nor underflow to 0/0.
+    Subtracting the maximum $m$ changes nothing mathematically but keeps every exponent
+    at or below 0, so logits of $\pm 10^4$ neither overflow nor underflow to 0/0.
     Positions holding ``-inf`` get exactly 0.
 
     A slice that is *entirely* ``-inf`` (a query that may attend to no key at all) has no
@@ -128,7 +130,7 @@ def attention_scores(q, k, *, scale=None) -> np.ndarray:
     k : ndarray of shape ``(..., n_k, d_k)``
         Keys; leading dimensions broadcast against those of ``q``.
     scale : float, optional
-        Defaults to :math:`1/\sqrt{d_k}`.
+        Defaults to $1/\sqrt{d_k}$.
 
     Returns
     -------
@@ -137,9 +139,11 @@ def attention_scores(q, k, *, scale=None) -> np.ndarray:
 
     Notes
     -----
-    .. math:: S = \frac{Q K^\top}{\sqrt{d_k}}
+    $$
+    S = \frac{Q K^\top}{\sqrt{d_k}}
+    $$
 
-    :func:`scaled_dot_product_attention` computes exactly these scores before it masks them and
+    `scaled_dot_product_attention` computes exactly these scores before it masks them and
     applies softmax.
 
     Examples
@@ -170,11 +174,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
         Values, one per key.
     mask : ndarray broadcastable to ``(..., n_q, n_k)``, optional
         Either **boolean**, True where the query may attend to the key (the convention of
-        PyTorch's ``scaled_dot_product_attention``; see :func:`mha.causal_mask`), or **additive
+        PyTorch's ``scaled_dot_product_attention``; see `mha.causal_mask`), or **additive
         float** holding only 0 (attend) and ``-inf`` (hide). A float mask with any other value
         (a 0/1 matrix, say) is refused, because adding it would hide nothing.
     scale : float, optional
-        Factor applied to the scores. Defaults to :math:`1/\sqrt{d_k}`.
+        Factor applied to the scores. Defaults to $1/\sqrt{d_k}$.
 
     Returns
     -------
@@ -182,7 +186,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
         Each query's weighted sum of the values.
     weights : ndarray of shape ``(..., n_q, n_k)``
         The attention weights. Each row sums to 1; hidden keys get exactly 0; a query that may
-        attend to no key gets a row of zeros and an output of zeros (see :func:`mha.softmax`).
+        attend to no key gets a row of zeros and an output of zeros (see `mha.softmax`).
         Their leading dimensions are those of ``q``, ``k`` and ``mask`` broadcast together
         (``v`` plays no part in the weights).
 
@@ -201,10 +205,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
 
     Notes
     -----
-    .. math:: \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(
-              \frac{Q K^\top}{\sqrt{d_k}} + M\right) V
+    $$
+    \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(
+    \frac{Q K^\top}{\sqrt{d_k}} + M\right) V
+    $$
 
-    where :math:`M` is 0 where attention is allowed and :math:`-\infty` where it is not
+    where $M$ is 0 where attention is allowed and $-\infty$ where it is not
     (a boolean mask is turned into that form).
 
     Examples

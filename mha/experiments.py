@@ -1,6 +1,6 @@
 """Small, seeded experiments with ``mha`` whose numbers the pages quote and the figures draw.
 
-Each experiment returns plain arrays; plotting lives in :mod:`mha.plots`. Imports only NumPy and
+Each experiment returns plain arrays; plotting lives in `mha.plots`. Imports only NumPy and
 the core.
 """
 
@@ -20,7 +20,7 @@ __all__ = ["ScalingResult", "scaling_experiment", "case_embeddings", "walkthroug
 
 @dataclass(frozen=True)
 class ScalingResult:
-    """What :func:`scaling_experiment` measured, one entry per ``d_k``.
+    """What `scaling_experiment` measured, one entry per ``d_k``.
 
     Attributes
     ----------
@@ -28,7 +28,7 @@ class ScalingResult:
     n_keys : int
         Keys per query (each softmax row has this many entries).
     variance_raw, variance_scaled : ndarray of shape ``(s,)``
-        Variance of the raw dot products :math:`q \\cdot k` and of :math:`q \\cdot k / \\sqrt{d_k}`.
+        Variance of the raw dot products $q \\cdot k$ and of $q \\cdot k / \\sqrt{d_k}$.
     max_weight_raw, max_weight_scaled : ndarray of shape ``(s,)``
         Mean over queries of the largest attention weight in the row.
     entropy_raw, entropy_scaled : ndarray of shape ``(s,)``
@@ -53,7 +53,7 @@ def _entropy(weights: np.ndarray) -> np.ndarray:
 
 def scaling_experiment(d_ks=(4, 8, 16, 32, 64, 128, 256, 512, 1024), n_queries: int = 256,
                        n_keys: int = 64, seed: int = 0) -> ScalingResult:
-    r"""Measure what dividing the scores by :math:`\sqrt{d_k}` does, for growing ``d_k``.
+    r"""Measure what dividing the scores by $\sqrt{d_k}$ does, for growing ``d_k``.
 
     Queries and keys have independent standard-normal components, as in the footnote of
     Vaswani et al. (2017) that motivates the scaling.
@@ -74,7 +74,7 @@ def scaling_experiment(d_ks=(4, 8, 16, 32, 64, 128, 256, 512, 1024), n_queries: 
     Notes
     -----
     For independent components with mean 0 and variance 1,
-    :math:`\operatorname{Var}(q \cdot k) = d_k`; dividing by :math:`\sqrt{d_k}` brings it back to 1.
+    $\operatorname{Var}(q \cdot k) = d_k$; dividing by $\sqrt{d_k}$ brings it back to 1.
 
     Examples
     --------
@@ -135,7 +135,7 @@ def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: i
     Returns
     -------
     list of dict
-        One :meth:`mha.MultiHeadAttention.trace` per layer.
+        One `mha.MultiHeadAttention.trace` per layer.
 
     Examples
     --------
@@ -156,7 +156,7 @@ def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: i
 
 @dataclass(frozen=True)
 class SharedProjectionResult:
-    """What :func:`shared_projection_experiment` measured.
+    """What `shared_projection_experiment` measured.
 
     Attributes
     ----------
@@ -185,7 +185,7 @@ def shared_projection_experiment(n: int = 32, d_model: int = 64, d_k: int = 64,
                                  seed: int = 0) -> SharedProjectionResult:
     r"""What happens to the scores when queries and keys share one projection matrix.
 
-    With :math:`W_Q = W_K = W`, the scores :math:`S = X W (X W)^\top / \sqrt{d_k}` form a
+    With $W_Q = W_K = W$, the scores $S = X W (X W)^\top / \sqrt{d_k}$ form a
     symmetric, positive semi-definite matrix, and each token's own key tends to win its row.
 
     Parameters
@@ -247,11 +247,11 @@ class AttentionCost:
     ----------
     n : ndarray of int, shape ``(s,)``
     projection_flops : ndarray of shape ``(s,)``
-        The four products with ``W_Q``, ``W_K``, ``W_V``, ``W_O``: :math:`8 n d^2`.
+        The four products with ``W_Q``, ``W_K``, ``W_V``, ``W_O``: $8 n d^2$.
     attention_flops : ndarray of shape ``(s,)``
-        :math:`Q K^\\top` and weights times :math:`V`, all heads together: :math:`4 n^2 d`.
+        $Q K^\\top$ and weights times $V$, all heads together: $4 n^2 d$.
     score_bytes : ndarray of shape ``(s,)``
-        One ``n x n`` score matrix per head: :math:`h n^2` numbers.
+        One ``n x n`` score matrix per head: $h n^2$ numbers.
     """
 
     n: np.ndarray
@@ -267,9 +267,9 @@ def attention_cost(ns, d_model: int = 512, h: int = 8, bytes_per_number: int = 4
     r"""Count, without running anything, what naive self-attention costs for each length.
 
     A multiply-add counts as 2 floating-point operations. The projections cost
-    :math:`4 \cdot 2 n d^2 = 8 n d^2`, the attention proper :math:`2 \cdot 2 n^2 d = 4 n^2 d`
-    whatever ``h`` is (each head works on :math:`d/h` of the width), so the attention part
-    overtakes the projections once :math:`n > 2d`. The scores need :math:`h n^2` numbers.
+    $4 \cdot 2 n d^2 = 8 n d^2$, the attention proper $2 \cdot 2 n^2 d = 4 n^2 d$
+    whatever ``h`` is (each head works on $d/h$ of the width), so the attention part
+    overtakes the projections once $n > 2d$. The scores need $h n^2$ numbers.
 
     Examples
     --------
@@ -327,14 +327,14 @@ def application_patterns(order, n_pad: int = 2, n_target: int = 4, seed: int = 0
     Parameters
     ----------
     order : sequence of int
-        The case sentence as concepts in reading order (see :func:`walkthrough`).
+        The case sentence as concepts in reading order (see `walkthrough`).
     n_pad : int
-        Padding tokens appended for the BERT-like encoder (hidden by :func:`mha.padding_mask`).
+        Padding tokens appended for the BERT-like encoder (hidden by `mha.padding_mask`).
     n_target : int
         Target-language tokens (random stand-ins) that query the case in the translation
         setting, through cross-attention.
     seed : int
-        Seeds the embeddings (``seed``) and the layer (``seed + 1``), as in :func:`walkthrough`.
+        Seeds the embeddings (``seed``) and the layer (``seed + 1``), as in `walkthrough`.
 
     Returns
     -------

@@ -48,7 +48,7 @@ def sliding_window_mask(n: int, window: int) -> np.ndarray:
         Sequence length.
     window : int
         How many earlier keys each query may see, >= 0. ``window=0`` lets a query see only
-        itself; ``window >= n - 1`` is the same as :func:`causal_mask`.
+        itself; ``window >= n - 1`` is the same as `causal_mask`.
 
     Returns
     -------

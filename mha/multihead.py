@@ -17,7 +17,7 @@ __all__ = ["MultiHeadAttention"]
 
 
 def glorot_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, fan_out: int):
-    r"""Draw a float64 array from :math:`\mathcal N(0, 2 / (\text{fan\_in} + \text{fan\_out}))`.
+    r"""Draw a float64 array from $\mathcal N(0, 2 / (\text{fan\_in} + \text{fan\_out}))$.
 
     Glorot (Xavier) initialisation: it keeps the variance of activations roughly the same from
     a layer's input to its output, so a freshly built layer neither blows up nor fades out.
@@ -58,7 +58,7 @@ class MultiHeadAttention:
     Attributes
     ----------
     W_Q : ndarray of shape ``(d_model, h, d_k)``
-        Query projections: ``W_Q[:, i, :]`` is head ``i``'s :math:`W_i^Q`.
+        Query projections: ``W_Q[:, i, :]`` is head ``i``'s $W_i^Q$.
     W_K : ndarray of shape ``(d_model, h, d_k)``
         Key projections.
     W_V : ndarray of shape ``(d_model, h, d_v)``
@@ -68,20 +68,21 @@ class MultiHeadAttention:
         ``i * d_v`` to ``(i + 1) * d_v``).
 
     The weights are ordinary float64 arrays, drawn with Glorot initialisation
-    (:func:`glorot_normal`); there are no biases. Read or overwrite them at any time: every call
+    (`glorot_normal`); there are no biases. Read or overwrite them at any time: every call
     uses their current values (nothing is cached), cast to the input's dtype.
 
     Notes
     -----
-    .. math::
-        \operatorname{head}_i = \operatorname{Attention}(X W_i^Q,\; C W_i^K,\; C W_i^V),
-        \qquad
-        \operatorname{MultiHead}(X, C) = \operatorname{Concat}(\operatorname{head}_1, \dots,
-        \operatorname{head}_h)\, W^O
+    $$
+    \operatorname{head}_i = \operatorname{Attention}(X W_i^Q,\; C W_i^K,\; C W_i^V),
+    \qquad
+    \operatorname{MultiHead}(X, C) = \operatorname{Concat}(\operatorname{head}_1, \dots,
+    \operatorname{head}_h)\, W^O
+    $$
 
-    with :math:`C = X` for self-attention. The layout is that of the source document's
+    with $C = X$ for self-attention. The layout is that of the source document's
     ``MultiHeadAttention``; the computation runs all heads at once with batched matrix products.
-    :func:`mha.reference.multi_head_attention_reference` computes the same thing one head and
+    `mha.reference.multi_head_attention_reference` computes the same thing one head and
     one query at a time.
 
     Examples
@@ -138,7 +139,7 @@ class MultiHeadAttention:
             The tokens that ask (queries); float32 or float64.
         mask : ndarray broadcastable to ``(n, m)`` or ``(b, n, m)``, optional
             Boolean (True = may attend) or additive float (0 / ``-inf``), as in
-            :func:`mha.scaled_dot_product_attention`. The same mask applies to every head.
+            `mha.scaled_dot_product_attention`. The same mask applies to every head.
         context : ndarray of shape ``(m, d_model)`` or ``(b, m, d_model)``, optional
             The tokens that answer (keys and values) for cross-attention, with the same number
             of dimensions (and batch size) as ``x``. Defaults to ``x`` (self-attention).
@@ -158,7 +159,7 @@ class MultiHeadAttention:
     def trace(self, x, mask=None, *, context=None) -> dict:
         """Every intermediate array of one forward pass, by stage: for figures and for reading.
 
-        Takes the same arguments as :meth:`forward` and runs the same computation.
+        Takes the same arguments as `forward` and runs the same computation.
 
         Returns
         -------
@@ -188,7 +189,7 @@ class MultiHeadAttention:
         return self._run(x, mask, context, keep=True)
 
     def _run(self, x, mask, context, keep: bool) -> dict:
-        """The forward pass; with ``keep``, every stage is returned (see :meth:`trace`)."""
+        """The forward pass; with ``keep``, every stage is returned (see `trace`)."""
         x = as_float_array(x, "x")
         check_ndim(x, "x", (2, 3), "(n, d_model) or (b, n, d_model)")
         if context is None:

@@ -112,7 +112,7 @@ def test_public_api_is_documented():
     for name in mha.__all__:
         doc = getattr(mha, name).__doc__
         sections = ["Parameters\n", "Returns\n" if name != "MultiHeadAttention" else "Attributes\n",
-                    "Examples\n", ">>> "] + (["Notes\n", ".. math::"] if name in with_formula else [])
+                    "Examples\n", ">>> "] + (["Notes\n", "$$"] if name in with_formula else [])
         for section in sections:
             assert section in doc, f"{name} docstring lacks {section!r}"
         assert "shape ``(" in doc, f"{name} docstring names no shapes"

@@ -310,3 +310,14 @@ def test_notebooks_are_cached_per_language_and_rerun_when_mha_changes(site, tmp_
 
     notebooks.on_pre_build(Config(theme={"language": "en"}))
     assert jupyter.config["cache_dir"].endswith(f"{notebooks.mha_fingerprint()}/en")
+
+
+def test_api_reference_documents_every_public_name_in_both_languages(site):
+    import mha
+
+    for prefix in ("", "en/"):
+        html = (site / prefix / "api" / "index.html").read_text(encoding="utf-8")
+        for name in mha.__all__:
+            assert f'id="mha.{name}"' in html, (prefix, name)
+        assert "katex" in html or "arithmatex" in html  # docstring maths goes through KaTeX
+        assert ".. math::" not in html and ":func:" not in html

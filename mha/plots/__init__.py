@@ -1,8 +1,8 @@
 """Figures for the site, drawn from ``mha``. Each plot function takes data and a language.
 
-Plot functions return a :class:`matplotlib.figure.Figure` and never write files: the site's
-build hook (``hooks/figures.py``) calls the entries of :data:`FIGURES` and saves them inside
-:func:`style`. Importing ``mha`` does not import this module or matplotlib.
+Plot functions return a `matplotlib.figure.Figure` and never write files: the site's
+build hook (``hooks/figures.py``) calls the entries of `FIGURES` and saves them inside
+`style`. Importing ``mha`` does not import this module or matplotlib.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def plot_scaling(result: ScalingResult, lang: str) -> Figure:
     Parameters
     ----------
     result : ScalingResult
-        From :func:`mha.experiments.scaling_experiment`.
+        From `mha.experiments.scaling_experiment`.
     lang : {"zh", "en"}
         Language of every label.
 

@@ -1,7 +1,7 @@
 """Figures that follow the case through the layer: the home page's map of shapes, the visual
 walkthrough's step-by-step heatmaps, and the overview's one-query view.
 
-Every function takes traces from :func:`mha.experiments.walkthrough` (run on the case in the
+Every function takes traces from `mha.experiments.walkthrough` (run on the case in the
 figure's language) and a language, and returns a Figure.
 """
 

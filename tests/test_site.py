@@ -93,7 +93,7 @@ def page_facts(path: Path) -> dict:
         "anchors": [re.search(r"\{\s*#([\w-]+)", h).group(1) if "{" in h else None
                     for h in headings],
         "code": [code_skeleton(info, code) for info, code in fences(text)],
-        "figures": re.findall(r"!\[[^\]]*\]\(([^)\s]+)", prose),
+        "figures": re.findall(r"!\[.*?\]\(([^)\s]+)", prose),
         "formulas": [f.strip() for f in re.findall(r"\$\$(.*?)\$\$", prose, flags=re.S)],
     }
 
@@ -321,3 +321,27 @@ def test_api_reference_documents_every_public_name_in_both_languages(site):
             assert f'id="mha.{name}"' in html, (prefix, name)
         assert "katex" in html or "arithmatex" in html  # docstring maths goes through KaTeX
         assert ".. math::" not in html and ":func:" not in html
+
+
+TABLE_1 = [  # Vaswani et al. (2017), Table 1: complexity, sequential operations, path length
+    (r"$O(n^2 \cdot d)$", "$O(1)$", "$O(1)$"),
+    (r"$O(n \cdot d^2)$", "$O(n)$", "$O(n)$"),
+    (r"$O(k \cdot n \cdot d^2)$", "$O(1)$", r"$O(\log_k(n))$"),
+    (r"$O(r \cdot n \cdot d)$", "$O(1)$", "$O(n/r)$"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_long_range_chapter_has_table_1_of_the_paper_exactly(lang):
+    text = (DOCS / lang / "long-range.md").read_text(encoding="utf-8")
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("|") and "$O(" in line]
+    assert [tuple(row[1:]) for row in rows] == TABLE_1
+
+
+def test_wrong_on_purpose_code_is_labelled_as_such():
+    for lang in LANGS:
+        for path in sorted((DOCS / lang).rglob("*.md")):
+            for info, code in fences(path.read_text(encoding="utf-8")):
+                if re.search(r"#.*(?:WRONG|[Ww]rong on purpose|故意|错误示范)", code):
+                    assert re.search(r'title="[^"]*(?:[Ww]rong|故意|错误)', info), (path, info)

@@ -345,3 +345,29 @@ def test_wrong_on_purpose_code_is_labelled_as_such():
             for info, code in fences(path.read_text(encoding="utf-8")):
                 if re.search(r"#.*(?:WRONG|[Ww]rong on purpose|故意|错误示范)", code):
                     assert re.search(r'title="[^"]*(?:[Ww]rong|故意|错误)', info), (path, info)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_misconceptions_page_demonstrates_each_belief(lang):
+    text = (DOCS / lang / "misconceptions.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    misconceptions = [s for s in sections if "!!! failure" in s and "!!! success" in s]
+    assert len(misconceptions) >= 12
+    with_experiment = [s for s in misconceptions if "```python" in s or "{.python" in s]
+    assert len(with_experiment) >= 12
+    for section in misconceptions:
+        has_code = section in with_experiment
+        cites = re.search(r"arxiv\.org|Vaswani|Table 3|表 3", section)
+        assert has_code or cites, section[:80]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_interview_page_has_enough_answered_questions_with_chapter_links(lang):
+    text = (DOCS / lang / "interview.md").read_text(encoding="utf-8")
+    questions = re.split(r'^\?\?\? question "', text, flags=re.M)[1:]
+    assert len(questions) >= 25
+    for question in questions:
+        answer = question.split("\n## ")[0]
+        assert re.search(r"\]\((?:[\w-]+\.md)?#[\w-]+\)", answer), answer[:80]
+    groups = re.findall(r"^## .*\{ #(\w[\w-]*) \}", text, flags=re.M)
+    assert {"conceptual", "maths", "complexity", "coding"} <= set(groups)

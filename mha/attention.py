@@ -7,6 +7,9 @@ a query or key vector, ``d_v`` the size of a value vector; ``...`` stands for an
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ._checks import as_float_array, broadcast_shape
@@ -76,15 +79,57 @@ def softmax(x, axis: int = -1) -> np.ndarray:
         raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}")
     if x.size == 0:
         return x.copy()
-    m = np.max(x, axis=axis, keepdims=True)  # NaN and +inf anywhere in x show up in m
-    if not (m < np.inf).all():
+    moved = np.moveaxis(x, axis, -1)
+    out = np.array(moved, order="C")  # a fresh, contiguous copy that the kernel overwrites
+    try:
+        _softmax_last_axis_inplace(out)
+    except ValueError:
         raise ValueError(
             f"x must not contain NaN or +inf (only finite values and -inf), shape {x.shape}"
+        ) from None
+    return np.moveaxis(out, -1, axis)
+
+
+#: Below this many entries, softmax runs in the calling thread; above it the rows are split
+#: across a small pool of threads (NumPy's ufuncs release the GIL, BLAS is idle meanwhile).
+_PARALLEL_MIN_SIZE = 1 << 18
+_pool: ThreadPoolExecutor | None = None
+
+
+def _threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _softmax_rows(rows: np.ndarray) -> None:
+    """Softmax of each row of a C-contiguous 2-D array, in place (see `softmax` for the rules)."""
+    m = rows.max(axis=1, keepdims=True)  # NaN and +inf anywhere in a row show up in its max
+    if not (m < np.inf).all():
+        raise ValueError(
+            "x must not contain NaN or +inf (only finite values and -inf); "
+            f"found in a slice of length {rows.shape[1]}"
         )
-    m = np.where(m == -np.inf, 0, m).astype(x.dtype, copy=False)  # fully masked: exp(-inf) = 0
-    e = np.exp(x - m)
-    total = np.sum(e, axis=axis, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    m[m == -np.inf] = 0  # a fully masked row: exp(-inf - 0) = 0 everywhere
+    np.subtract(rows, m, out=rows)
+    np.exp(rows, out=rows)
+    total = rows.sum(axis=1, keepdims=True)
+    total[total == 0] = 1  # ...and 0 / 1 = 0, not 0 / 0
+    np.divide(rows, total, out=rows)
+
+
+def _softmax_last_axis_inplace(x: np.ndarray) -> None:
+    """Softmax over the last axis of a C-contiguous array, in place, on several threads if big."""
+    global _pool
+    rows = x.reshape(-1, x.shape[-1])  # a view: x is C-contiguous
+    workers = _threads()
+    if x.size < _PARALLEL_MIN_SIZE or workers == 1 or rows.shape[0] < 2 * workers:
+        _softmax_rows(rows)
+        return
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mha-softmax")
+    bounds = np.linspace(0, rows.shape[0], workers + 1).astype(int)
+    chunks = [rows[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    for _ in _pool.map(_softmax_rows, chunks):  # re-raises a worker's ValueError here
+        pass
 
 
 def _check_q_k(q, k):
@@ -242,14 +287,34 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     )
     n_q, n_k = q.shape[-2], k.shape[-2]
     dtype = np.result_type(q, k, v)
-
-    scores = _scaled_scores(q, k, _check_scale(scale, q.shape[-1], dtype))  # (..., n_q, n_k)
     if mask is not None:
         mask = as_attention_mask(mask, batch + (n_q, n_k), "scores (..., n_q, n_k)")
+    return _attend(q, k, v, mask, _check_scale(scale, q.shape[-1], dtype))
+
+
+def _attend(q, k, v, mask, scale):
+    """Attention on inputs that are already checked: the fast path shared by the public API.
+
+    ``mask`` is None, a boolean array (True = attend) or an additive float array, broadcastable
+    to the scores; ``scale`` is a scalar of the result's dtype.
+    """
+    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k): scaled
+    if mask is not None:
+        full = np.broadcast_shapes(scores.shape, mask.shape)
+        if full != scores.shape:  # the mask has batch dimensions that q and k lack
+            scores = np.array(np.broadcast_to(scores, full))
         if mask.dtype == np.bool_:
-            scores = np.where(mask, scores, dtype.type(-np.inf))
+            np.copyto(scores, -np.inf, where=~mask)  # in place: no second n_q x n_k array
         else:
-            scores = scores + mask.astype(dtype, copy=False)
-    weights = softmax(scores, axis=-1)  # (..., n_q, n_k)
-    output = weights @ v  # (..., n_q, n_k) x (..., n_k, d_v) -> (..., n_q, d_v)
-    return output, weights
+            scores += mask.astype(scores.dtype, copy=False)
+    if not scores.flags.c_contiguous:
+        scores = np.ascontiguousarray(scores)
+    try:
+        _softmax_last_axis_inplace(scores)  # the scores become the weights, (..., n_q, n_k)
+    except ValueError:
+        raise ValueError(
+            f"the attention scores of shape {scores.shape} overflowed to inf: the inputs are too "
+            f"large for {scores.dtype} (scale them down, or compute in float64)"
+        ) from None
+    output = scores @ v  # (..., n_q, n_k) x (..., n_k, d_v) -> (..., n_q, d_v)
+    return output, scores

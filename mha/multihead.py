@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import as_float_array, check_ndim, check_positive_int
-from .attention import attention_scores, scaled_dot_product_attention
+from .attention import _attend, attention_scores
 from .masks import as_attention_mask
 
 __all__ = ["MultiHeadAttention"]
@@ -123,12 +123,12 @@ class MultiHeadAttention:
         return (f"MultiHeadAttention(d_model={self.d_model}, h={self.h}, d_k={self.d_k}, "
                 f"d_v={self.d_v})")
 
-    def _weight(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-        """The current value of weight ``name``, checked against ``shape`` and cast to ``dtype``."""
+    def _weight(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """The current value of weight ``name``, checked against ``shape`` (never cached)."""
         w = as_float_array(getattr(self, name), f"self.{name}")
         if w.shape != shape:
             raise ValueError(f"self.{name} must have shape {shape}, got {w.shape}")
-        return w.astype(dtype, copy=False)
+        return w
 
     def forward(self, x, mask=None, *, context=None, return_weights: bool = False):
         """Apply the layer.
@@ -210,16 +210,22 @@ class MultiHeadAttention:
                 )
         dtype = np.result_type(x, context)
         d_model, h, d_k, d_v = self.d_model, self.h, self.d_k, self.d_v
-        W_Q = self._weight("W_Q", (d_model, h, d_k), dtype)
-        W_K = self._weight("W_K", (d_model, h, d_k), dtype)
-        W_V = self._weight("W_V", (d_model, h, d_v), dtype)
-        W_O = self._weight("W_O", (h * d_v, d_model), dtype)
+        W_Q = self._weight("W_Q", (d_model, h, d_k))
+        W_K = self._weight("W_K", (d_model, h, d_k))
+        W_V = self._weight("W_V", (d_model, h, d_v))
+        W_O = self._weight("W_O", (h * d_v, d_model)).astype(dtype, copy=False)
 
         lead, n, m = x.shape[:-2], x.shape[-2], context.shape[-2]
-        # One matrix product per role for all heads, then split the last axis into heads.
-        q = x @ W_Q.reshape(d_model, h * d_k)        # (..., n, d_model) -> (..., n, h*d_k)
-        k = context @ W_K.reshape(d_model, h * d_k)  # (..., m, d_model) -> (..., m, h*d_k)
-        v = context @ W_V.reshape(d_model, h * d_v)  # (..., m, d_model) -> (..., m, h*d_v)
+        flat = [W.reshape(d_model, -1) for W in (W_Q, W_K, W_V)]  # (d_model, h*d_k) each
+        if context is x:
+            # Self-attention: one product for all three roles and all heads. The fused matrix
+            # is built from the current weights on every call, so it can never go stale.
+            fused = np.concatenate(flat, axis=1, dtype=dtype)      # (d_model, h*(2 d_k + d_v))
+            q, k, v = np.split(x @ fused, [h * d_k, 2 * h * d_k], axis=-1)
+        else:
+            q = x @ flat[0].astype(dtype, copy=False)                              # (..., n, h*d_k)
+            k, v = np.split(context @ np.concatenate(flat[1:], axis=1, dtype=dtype),
+                            [h * d_k], axis=-1)                                    # (..., m, h*d_k|v)
         q = q.reshape(*lead, n, h, d_k).swapaxes(-2, -3)  # (..., h, n, d_k)
         k = k.reshape(*lead, m, h, d_k).swapaxes(-2, -3)  # (..., h, m, d_k)
         v = v.reshape(*lead, m, h, d_v).swapaxes(-2, -3)  # (..., h, m, d_v)
@@ -229,7 +235,8 @@ class MultiHeadAttention:
             if mask.ndim == 3:
                 mask = mask[:, None]  # (b, n, m) -> (b, 1, n, m): the same mask for every head
 
-        heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (..., h, n, d_v)
+        scale = dtype.type(1.0 / np.sqrt(d_k))
+        heads, weights = _attend(q, k, v, mask, scale)                # (..., h, n, d_v)
         concat = heads.swapaxes(-2, -3).reshape(*lead, n, h * d_v)    # (..., n, h*d_v)
         output = concat @ W_O                                         # (..., n, d_model)
         if not keep:
@@ -237,6 +244,5 @@ class MultiHeadAttention:
         return {"x": x, "context": context, "q": q, "k": k, "v": v,
                 "scores": attention_scores(q, k), "weights": weights, "heads": heads,
                 "concat": concat, "output": output}
-
 
     __call__ = forward

@@ -286,3 +286,15 @@ def test_trace_shows_the_stages_of_the_same_computation(case):
         [stages["heads"][..., i, :, :] for i in range(layer.h)], axis=-1)
     np.testing.assert_array_equal(stages["concat"], heads_side_by_side)
     assert_close(stages["output"], stages["concat"] @ layer.W_O.astype(x.dtype), tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cross", [False, True])
+def test_every_stage_stays_in_the_input_dtype(dtype, cross):
+    layer = MultiHeadAttention(16, 4, seed=0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 16)).astype(dtype)
+    context = rng.normal(size=(2, 7, 16)).astype(dtype) if cross else None
+    for name, array in layer.trace(x, causal_mask(5) if not cross else None,
+                                   context=context).items():
+        assert array.dtype == dtype, name

@@ -1,7 +1,10 @@
 """MkDocs hook: page markers and the Chinese search dictionary, both from the terms file.
 
 - ``<!-- mha:glossary -->`` becomes the glossary table, in the page's language, from
-  ``mha/plots/terms.py``. Any other ``<!-- mha:… -->`` marker fails the build.
+  ``mha/plots/terms.py``.
+- ``<!-- mha:benchmark-table -->`` becomes the table of the benchmark run the repository keeps
+  (``mha/data/benchmark.json``, written by ``python -m mha.bench --save``).
+- Any other ``<!-- mha:… -->`` marker fails the build.
 - Every Chinese term of that file is added to jieba's dictionary, so search indexes 注意力头 as
   one word instead of 注意力 + 头.
 """
@@ -37,6 +40,42 @@ def glossary_table(lang: str) -> str:
     return "\n".join(rows)
 
 
+BENCH_HEADERS = {
+    "zh": ("n", "实现", "时间（毫秒，中位数）", "内存峰值（MiB）", "GFLOP/s", "占 GEMM 峰值"),
+    "en": ("n", "implementation", "time (ms, median)", "peak memory (MiB)", "GFLOP/s",
+           "of GEMM peak"),
+}
+BENCH_RATIOS = {
+    "zh": {"source_over_fast": "原文的类 / mha", "fast_over_torch": "mha / PyTorch",
+           "chunked_over_fast": "分块 / 快速"},
+    "en": {"source_over_fast": "source class / mha", "fast_over_torch": "mha / PyTorch",
+           "chunked_over_fast": "chunked / fast"},
+}
+
+
+def benchmark_table(lang: str) -> str:
+    """The saved benchmark run as a Markdown table, followed by its ratios and machine."""
+    import json
+
+    data = json.loads((ROOT / "mha" / "data" / "benchmark.json").read_text(encoding="utf-8"))
+    rows = ["| " + " | ".join(BENCH_HEADERS[lang]) + " |", "|---:|---|---:|---:|---:|---:|"]
+    for r in data["results"]:
+        peak = "–" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f}"
+        rows.append(f"| {r['n']} | `{r['impl']}` | {r['seconds'] * 1e3:.1f} | {peak} | "
+                    f"{r['gflops']:.1f} | {r['fraction_of_gemm_peak']:.0%} |")
+    ratios = []
+    for line in data["ratios"]:
+        parts = [f"{BENCH_RATIOS[lang][k]} = {v:.2f}" for k, v in line.items() if k != "n"]
+        if parts:
+            ratios.append(f"- n = {line['n']}: " + ", ".join(parts))
+    v = data["versions"]
+    machine = (f"{data['date'][:10]} · {data['machine']['platform']} · "
+               f"{data['machine']['cpu_count']} CPU · Python {v['python']} · NumPy {v['numpy']}"
+               + (f" · PyTorch {v['torch']}" if "torch" in v else "")
+               + f" · GEMM {data['gemm_gflops']:.0f} GFLOP/s")
+    return "\n".join(rows) + "\n\n" + "\n".join(ratios) + f"\n\n`{machine}`"
+
+
 def page_language(page, config) -> str:
     lang = getattr(page.file, "locale", None) or config["theme"]["language"]
     if lang not in HEADERS:
@@ -57,6 +96,8 @@ def on_page_markdown(markdown, page, config, files):
         name = match.group(1)
         if name == "glossary":
             return glossary_table(page_language(page, config))
+        if name == "benchmark-table":
+            return benchmark_table(page_language(page, config))
         raise PluginError(f"{page.file.src_uri}: unknown marker <!-- mha:{name} -->")
 
     return MARKER.sub(replace, markdown)

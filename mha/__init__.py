@@ -5,6 +5,8 @@ The numeric core imports only NumPy. Public API:
 - `softmax`: stable softmax; a fully masked slice gives zeros, not NaN.
 - `attention_scores`: the scaled scores ``q k^T / sqrt(d_k)``, before mask and softmax.
 - `scaled_dot_product_attention`: ``softmax(q k^T / sqrt(d_k) + mask) v`` on any batch shape.
+- `chunked_attention`: the same attention block by block (online softmax), the mask given by
+  its structure (``causal=``, ``window=``, ``lengths=``), never storing the n x n scores.
 - `causal_mask`, `sliding_window_mask`, `padding_mask`: boolean masks
   (True = may attend), combinable with ``&``.
 - `MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays.
@@ -13,6 +15,7 @@ The numeric core imports only NumPy. Public API:
 """
 
 from .attention import attention_scores, scaled_dot_product_attention, softmax
+from .chunked import chunked_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention
 
@@ -22,6 +25,7 @@ __all__ = [
     "softmax",
     "attention_scores",
     "scaled_dot_product_attention",
+    "chunked_attention",
     "causal_mask",
     "sliding_window_mask",
     "padding_mask",

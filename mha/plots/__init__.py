@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import experiments
-from . import applications, longrange
+from . import applications, longrange, speed
 from . import walkthrough as walk
 from ._style import style
 from .case import CASE_ORDER, CAST, case_tokens
@@ -44,6 +44,14 @@ def _window(lang: str, n: int = 12, window: int = 2, layers: int = 6):
                                  experiments.reach(sliding_window_mask(n, window), layers), lang)
 
 
+def _measured(lang: str):
+    import json
+    from pathlib import Path
+
+    results = json.loads((Path(__file__).parents[1] / "data" / "benchmark.json").read_text())
+    return speed.plot_measured(results, lang)
+
+
 def _case_shared_projection(lang: str):
     return experiments.shared_projection_experiment(
         example=experiments.case_embeddings()[CASE_ORDER[lang]])
@@ -67,6 +75,8 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
         experiments.attention_cost(2 ** np.arange(7, 16)), lang),
     "longrange-window": _window,
     "applications-patterns": _patterns,
+    "speed-measured": _measured,
+    "speed-blocks": lambda lang: speed.plot_blocks(speed.block_map(8 * 64, 64), lang),
 }
 
 #: Source files under ``mha/`` each figure depends on, besides the core and ``plots/_style.py``
@@ -83,4 +93,6 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "longrange-window": ("experiments.py", "plots/longrange.py", "plots/_draw.py"),
     "applications-patterns": ("experiments.py", "plots/applications.py", "plots/_draw.py",
                               "plots/case.py"),
+    "speed-measured": ("plots/speed.py", "data/benchmark.json"),
+    "speed-blocks": ("plots/speed.py", "plots/_draw.py"),
 }

@@ -1,0 +1,356 @@
+"""Exact attention computed block by block (FlashAttention-style), without the n_q x n_k matrix.
+
+`chunked_attention` gives the same output as `mha.scaled_dot_product_attention` with a causal,
+sliding-window or padding mask, but it takes the mask by its *structure* (``causal``, ``window``,
+``lengths``) rather than as an array, walks over tiles of ``block_size`` queries by
+``block_size`` keys, and keeps a running softmax per query (the "online softmax"). Memory grows
+with ``n * block_size`` instead of ``n**2``, and tiles that the mask hides entirely are skipped.
+
+Dimension names as in `mha.attention`: ``n_q`` queries, ``n_k`` keys, ``d_k``, ``d_v``, and
+``...`` for the leading (batch, head) dimensions.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import threading
+from concurrent import futures
+from typing import NamedTuple
+
+import numpy as np
+
+from ._checks import as_float_array, broadcast_shape, check_positive_int
+from .attention import _check_q_k, _check_scale
+
+__all__ = ["chunked_attention"]
+
+
+def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block_size=512,
+                      scale=None, return_stats=False):
+    r"""Exact attention, one ``block_size x block_size`` tile of scores at a time.
+
+    Parameters
+    ----------
+    q : ndarray of shape ``(..., n_q, d_k)``
+        Queries.
+    k : ndarray of shape ``(..., n_k, d_k)``
+        Keys; leading dimensions broadcast against those of ``q`` and ``v``.
+    v : ndarray of shape ``(..., n_k, d_v)``
+        Values, one per key.
+    causal : bool, default False
+        If True, query ``i`` sees key ``j`` only when ``j <= i`` (as `mha.causal_mask`); needs
+        ``n_q == n_k``.
+    window : int, optional
+        If given (>= 0), query ``i`` sees key ``j`` only when ``i - window <= j <= i`` (as
+        `mha.sliding_window_mask`). Implies ``causal=True`` and needs ``n_q == n_k``.
+    lengths : array_like of int, shape ``(...)``, optional
+        The true length of each sequence of the batch: keys at position ``lengths[...]`` or
+        beyond are hidden (as `mha.padding_mask`). Its shape is the batch shape ``...`` of the
+        result, or broadcasts to it without enlarging it; each entry lies in ``0 .. n_k``.
+    block_size : int, default 512
+        Queries and keys per tile, >= 1. Any value gives the same result up to rounding.
+    scale : float, optional
+        Factor applied to the scores. Defaults to $1/\sqrt{d_k}$.
+    return_stats : bool, default False
+        Also return a dict counting the tiles (see Returns).
+
+    Returns
+    -------
+    output : ndarray of shape ``(..., n_q, d_v)``
+        Each query's weighted sum of the values; ``...`` is the leading dimensions of ``q``,
+        ``k`` and ``v`` broadcast together. A query that may see no key at all gets zeros
+        (never NaN, never a warning). The dtype is NumPy's promotion of ``q``, ``k`` and ``v``
+        (float32 inputs give float32, computed in float32 throughout).
+    stats : dict of str to int
+        Only with ``return_stats=True``. ``"blocks_total"``: query blocks times key blocks;
+        ``"blocks_visited"``: tiles actually computed (the others are hidden entirely by the mask
+        and skipped); ``"blocks_masked"``: visited tiles that needed an element-wise mask.
+
+    Raises
+    ------
+    TypeError
+        If an input is not a floating-point array, ``lengths`` is not integer, ``causal`` or
+        ``return_stats`` is not a bool, or ``block_size``, ``window`` or ``scale`` has the wrong
+        type.
+    ValueError
+        If the shapes disagree (as in `mha.scaled_dot_product_attention`), ``causal`` or
+        ``window`` is used with ``n_q != n_k``, ``block_size < 1``, ``window < 0``, ``lengths``
+        does not broadcast to the batch shape or lies outside ``0 .. n_k``, or the scores
+        overflow to inf.
+
+    Notes
+    -----
+    Let $s_{ij} = \text{scale} \cdot q_i \cdot k_j$, with $s_{ij} = -\infty$ for a hidden key.
+    Keys are visited in blocks $B_1, B_2, \dots$; for each query $i$ a running maximum $m$,
+    a running sum $\ell$ and a running output $o$ start at $m^{(0)} = -\infty$,
+    $\ell^{(0)} = 0$, $o^{(0)} = 0$ and are updated once per block:
+
+    $$
+    m^{(t)} = \max\Bigl(m^{(t-1)},\ \max_{j \in B_t} s_{ij}\Bigr)
+    $$
+
+    $$
+    \ell^{(t)} = e^{m^{(t-1)} - m^{(t)}}\,\ell^{(t-1)} + \sum_{j \in B_t} e^{s_{ij} - m^{(t)}}
+    $$
+
+    $$
+    o^{(t)} = e^{m^{(t-1)} - m^{(t)}}\,o^{(t-1)} + \sum_{j \in B_t} e^{s_{ij} - m^{(t)}}\,v_j
+    $$
+
+    The factor $e^{m^{(t-1)} - m^{(t)}} \le 1$ rescales what was summed against the old
+    maximum when a larger score turns up, so every exponent stays at or below 0. After the
+    last block $T$:
+
+    $$
+    \text{output}_i = \frac{o^{(T)}}{\ell^{(T)}}
+    = \sum_j \frac{e^{s_{ij}}}{\sum_{j'} e^{s_{ij'}}}\, v_j
+    $$
+
+    which is exactly softmax attention, since the common factor $e^{-m^{(T)}}$ cancels. A
+    query that sees no key keeps $\ell = 0$ and gets a zero output (while $m = -\infty$ the
+    exponents are taken relative to 0 instead, so no $-\infty - (-\infty)$ ever occurs).
+
+    Per step only one tile of scores, ``(..., block_size, block_size)``, exists; the running
+    $m$, $\ell$ and $o$ take ``(..., block_size, 1 + 1 + d_v)``. With ``causal`` only the
+    tiles on or below the diagonal are computed: $b(b+1)/2$ of $b^2$ for $b$ blocks.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha import causal_mask, scaled_dot_product_attention
+    >>> from mha.chunked import chunked_attention
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.normal(size=(3, 2, 6, 4))     # 2 heads, n = 6 tokens, d_k = d_v = 4
+    >>> out, stats = chunked_attention(q, k, v, causal=True, block_size=2, return_stats=True)
+    >>> out.shape
+    (2, 6, 4)
+    >>> stats                                       # 3 x 3 tiles, those above the diagonal skipped
+    {'blocks_total': 9, 'blocks_visited': 6, 'blocks_masked': 3}
+    >>> plain, _ = scaled_dot_product_attention(q, k, v, causal_mask(6))
+    >>> np.allclose(out, plain)
+    True
+    """
+    # ---- checks: the same rules and messages as scaled_dot_product_attention ------------------
+    q, k = _check_q_k(q, k)
+    v = as_float_array(v, "v")
+    if v.ndim < 2:
+        raise ValueError(f"v must have shape (..., n_k, d_v) (at least 2-D), got shape {v.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of keys n_k (second-to-last dimension), "
+            f"got k {k.shape} and v {v.shape}"
+        )
+    batch = broadcast_shape(
+        {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
+        "the leading (batch, head) dimensions of q, k and v",
+    )
+    n_q, d_k = q.shape[-2:]
+    n_k, d_v = v.shape[-2:]
+    dtype = np.result_type(q, k, v)
+    scale = _check_scale(scale, d_k, dtype)  # a scalar of dtype: float32 stays float32
+    block_size = check_positive_int(block_size, "block_size", minimum=1)
+    causal = _check_flag(causal, "causal")
+    return_stats = _check_flag(return_stats, "return_stats")
+    if window is not None:
+        window = check_positive_int(window, "window", minimum=0)
+        causal = True  # a sliding window is causal by definition
+    if causal and n_q != n_k:
+        what = "causal=True" if window is None else f"window={window}"
+        raise ValueError(
+            f"{what} needs queries and keys at the same positions (n_q == n_k), "
+            f"got q {q.shape} and k {k.shape}"
+        )
+    if lengths is not None:
+        lengths = _check_lengths(lengths, batch, n_k)
+
+    q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))  # mixed dtypes: one dtype
+    output = np.zeros(batch + (n_q, d_v), dtype)  # (..., n_q, d_v); rows nobody fills stay 0
+    plan = _Plan(
+        q=q, k_t=np.swapaxes(k, -1, -2), v=v, output=output, scale=scale,  # k_t: (..., d_k, n_k)
+        block_size=block_size, causal=causal, window=window,
+        hidden_key=None if lengths is None else lengths[..., None, None],  # (..., 1, 1)
+        longest=n_k if lengths is None else int(lengths.max(initial=0)),
+        shortest=n_k if lengths is None else int(lengths.min(initial=n_k)),
+        # The scores have the batch shape of q, k and lengths (v plays no part in them).
+        score_batch=np.broadcast_shapes(q.shape[:-2], k.shape[:-2],
+                                        () if lengths is None else lengths.shape),
+        batch=batch,
+    )
+    starts = range(0, n_q, block_size)  # the first query of each query block
+    workers = _workers(len(starts), int(np.prod(plan.score_batch)) * n_q * n_k)
+    if workers == 1:
+        visited, masked = _attend_query_blocks(plan, starts)
+    else:  # query blocks are independent: deal them out round-robin (causal rows grow longer)
+        pool = _pool(workers)
+        tasks = [pool.submit(contextvars.copy_context().run,  # with the caller's np.errstate
+                             _attend_query_blocks, plan, starts[w::workers])
+                 for w in range(workers)]
+        futures.wait(tasks)
+        visited, masked = (sum(counts) for counts in zip(*(t.result() for t in tasks)))
+
+    if not return_stats:
+        return output
+    stats = {"blocks_total": len(starts) * -(-n_k // block_size), "blocks_visited": visited,
+             "blocks_masked": masked}
+    return output, stats
+
+
+class _Plan(NamedTuple):
+    """Everything the tile loop needs, checked and converted to one dtype."""
+
+    q: np.ndarray  # (..., n_q, d_k)
+    k_t: np.ndarray  # (..., d_k, n_k), a view of k
+    v: np.ndarray  # (..., n_k, d_v)
+    output: np.ndarray  # (..., n_q, d_v), zeros, filled one query block at a time
+    scale: np.floating  # a scalar of the output's dtype
+    block_size: int
+    causal: bool  # True also when window is given
+    window: int | None
+    hidden_key: np.ndarray | None  # lengths, shape (..., 1, 1): keys j >= it are hidden
+    longest: int  # max(lengths), or n_k: key blocks from here on are skipped
+    shortest: int  # min(lengths), or n_k: key blocks ending before it need no padding mask
+    score_batch: tuple  # batch shape of the scores: q, k and lengths broadcast together
+    batch: tuple  # batch shape of the output: q, k and v broadcast together
+
+
+def _attend_query_blocks(plan: _Plan, starts) -> tuple[int, int]:
+    """Fill ``plan.output`` for the query blocks beginning at ``starts``, one tile at a time.
+
+    Returns the number of tiles computed and of those that needed an element-wise mask.
+    """
+    q, k_t, v, output, scale, block_size = plan[:6]
+    n_q, n_k, d_v = q.shape[-2], k_t.shape[-1], v.shape[-1]
+    dtype = output.dtype
+    neg_inf, zero = dtype.type(-np.inf), dtype.type(0)
+    # One flat buffer per tile-sized array, reshaped to each tile: every tile is contiguous.
+    n_s, n_o = int(np.prod(plan.score_batch)), int(np.prod(plan.batch))  # flattened batches
+    s_buf = np.empty(n_s * min(block_size, n_q) * min(block_size, n_k), dtype)  # scores, then p
+    pv_buf = np.empty(n_o * min(block_size, n_q) * d_v, dtype)  # one tile's p @ v
+    visited = masked = 0
+    for q0 in starts:
+        q1 = min(q0 + block_size, n_q)
+        nq = q1 - q0
+        q_blk = q[..., q0:q1, :] * scale  # (..., nq, d_k), scaled once per query block
+        m = np.full(plan.score_batch + (nq, 1), neg_inf, dtype)  # running max of the scores
+        m_new = np.empty_like(m)  # (..., nq, 1)
+        shift = np.empty_like(m)  # (..., nq, 1): m_new, or 0 while m_new is still -inf
+        alpha = np.empty_like(m)  # (..., nq, 1): exp(m - m_new), rescales the old sums
+        l_sum = np.zeros_like(m)  # (..., nq, 1): running sum of exp(s - m)
+        l_blk = np.empty_like(m)  # (..., nq, 1)
+        o = np.zeros(plan.batch + (nq, d_v), dtype)  # (..., nq, d_v): running sum of p v
+        for k0 in range(0, n_k, block_size):
+            k1 = min(k0 + block_size, n_k)
+            # Lowest and highest key of this block that some query of the block may see.
+            lo = k0 if plan.window is None else max(k0, q0 - plan.window)
+            hi = min(k1, q1) - 1 if plan.causal else k1 - 1
+            if lo > hi or lo >= plan.longest:
+                continue  # hidden entirely for every query and every sequence: skipped
+            visited += 1
+            nk = k1 - k0
+            s = s_buf[: n_s * nq * nk].reshape(plan.score_batch + (nq, nk))
+            with np.errstate(over="ignore"):  # an overflow to inf is caught below, with a message
+                np.matmul(q_blk, k_t[..., k0:k1], out=s)  # (..., nq, d_k) x (..., d_k, nk)
+            hidden = _hidden_in_tile(q0, q1, k0, k1, plan)
+            if hidden is not None:
+                masked += 1
+                np.copyto(s, neg_inf, where=hidden)  # (..., nq, nk), in place
+            np.max(s, axis=-1, keepdims=True, out=m_new)  # (..., nq, 1)
+            if not (m_new < np.inf).all():
+                raise ValueError(
+                    f"the attention scores overflowed to inf: the inputs are too large for "
+                    f"{dtype} (scale them down, or compute in float64); q {q.shape}, "
+                    f"k {k_t.shape[:-2] + k_t.shape[:-3:-1]}"
+                )
+            np.maximum(m_new, m, out=m_new)
+            np.copyto(shift, m_new)
+            np.copyto(shift, zero, where=m_new == neg_inf)  # no key seen yet: exp(-inf - 0) = 0
+            np.subtract(m, shift, out=alpha)
+            np.exp(alpha, out=alpha)  # exp(m_old - m_new) <= 1; 0 on the first visible block
+            np.subtract(s, shift, out=s)
+            np.exp(s, out=s)  # p = exp(s - m_new), (..., nq, nk), each <= 1
+            np.sum(s, axis=-1, keepdims=True, out=l_blk)
+            l_sum *= alpha
+            l_sum += l_blk  # l = alpha l + sum_j p_j
+            pv = pv_buf[: n_o * nq * d_v].reshape(plan.batch + (nq, d_v))
+            np.matmul(s, v[..., k0:k1, :], out=pv)  # (..., nq, nk) x (..., nk, d_v)
+            o *= alpha
+            o += pv  # o = alpha o + p v
+            m, m_new = m_new, m
+        # output = o / l; a query that saw no key (l = 0) keeps its zeros.
+        np.divide(o, l_sum, out=output[..., q0:q1, :], where=l_sum > 0)  # (..., nq, d_v)
+    return visited, masked
+
+
+#: Below this many scores (batch x n_q x n_k) everything runs in the calling thread; above it
+#: the query blocks are shared by a few threads (NumPy's ufuncs and BLAS release the GIL).
+_PARALLEL_MIN_SCORES = 1 << 22
+_POOL: futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _workers(n_blocks: int, n_scores: int) -> int:
+    if n_scores < _PARALLEL_MIN_SCORES:
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(8, cpus or 1, n_blocks))
+
+
+def _pool(workers: int) -> futures.ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="mha-chunked")
+    return _POOL
+
+
+def _check_flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} of type "
+                        f"{type(value).__name__}")
+    return bool(value)
+
+
+def _check_lengths(lengths, batch: tuple[int, ...], n_k: int) -> np.ndarray:
+    """``lengths`` as an integer array that broadcasts to ``batch``, each entry in 0..n_k."""
+    lengths = np.asarray(lengths)
+    if lengths.dtype == np.bool_ or not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(
+            f"lengths must be integers, got dtype {lengths.dtype} with shape {lengths.shape}"
+        )
+    full = broadcast_shape({"lengths": lengths.shape, "the batch (...) of q, k and v": batch},
+                           "lengths and the batch")
+    if full != batch:
+        raise ValueError(
+            f"lengths of shape {lengths.shape} must broadcast to the batch shape {batch} of q, k "
+            f"and v (their leading dimensions) without enlarging it, but together they give "
+            f"{full}"
+        )
+    if lengths.size and (lengths.min() < 0 or lengths.max() > n_k):
+        raise ValueError(
+            f"lengths must lie between 0 and n_k={n_k}, got values from {lengths.min()} to "
+            f"{lengths.max()}"
+        )
+    return lengths
+
+
+def _hidden_in_tile(q0, q1, k0, k1, plan: _Plan):
+    """Boolean mask of the hidden scores of one tile, or None when the tile is fully visible.
+
+    The tile holds queries ``q0 .. q1-1`` and keys ``k0 .. k1-1``.
+    """
+    window = plan.window
+    structure = plan.causal and (k1 - 1 > q0 or (window is not None and k0 < q1 - 1 - window))
+    padding = plan.hidden_key is not None and k1 > plan.shortest
+    if not (structure or padding):
+        return None
+    i = np.arange(q0, q1)[:, None]  # (nq, 1) query positions
+    j = np.arange(k0, k1)[None, :]  # (1, nk) key positions
+    hidden = np.zeros((q1 - q0, k1 - k0), bool)  # (nq, nk)
+    if structure:
+        hidden |= j > i
+        if window is not None:
+            hidden |= j < i - window
+    if padding:
+        hidden = hidden | (j >= plan.hidden_key)  # (..., nq, nk)
+    return hidden

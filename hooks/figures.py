@@ -9,6 +9,7 @@ plugin builds once per language).
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,3 +37,25 @@ def on_pre_build(config) -> None:
     if result.returncode != 0:
         raise PluginError("drawing the figures failed:\n" + result.stdout + result.stderr)
     _last_fingerprint = fingerprint
+
+
+_IMG = re.compile(r'<img ([^>]*?)src="([^"]*figures/[^"]+\.svg)"([^>]*)>')
+_SIZE = re.compile(rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"')
+
+
+def on_page_content(html, page, config, files):
+    """Give every figure its width and height, so the page does not jump while it loads."""
+    def add_size(match):
+        before, src, after = match.groups()
+        if "width=" in before + after:
+            return match.group(0)
+        # Figures live in docs/<lang>/figures/, whatever the page's URL depth.
+        svg = Path(config["docs_dir"]) / page.file.src_uri.split("/")[0] / "figures" / Path(src).name
+        head = svg.read_bytes()[:2000]
+        size = _SIZE.search(head)
+        if size is None:
+            raise PluginError(f"{page.file.src_uri}: cannot read the size of {svg}")
+        width, height = (round(float(v) * 4 / 3) for v in size.groups())  # pt -> CSS px
+        return f'<img {before}src="{src}" width="{width}" height="{height}"{after}>'
+
+    return _IMG.sub(add_size, html)

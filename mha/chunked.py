@@ -12,12 +12,6 @@ Dimension names as in `mha.attention`: ``n_q`` queries, ``n_k`` keys, ``d_k``, `
 
 from __future__ import annotations
 
-import contextvars
-import os
-import threading
-from concurrent import futures
-from typing import NamedTuple
-
 import numpy as np
 
 from ._checks import as_float_array, broadcast_shape, check_positive_int
@@ -165,93 +159,49 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
         lengths = _check_lengths(lengths, batch, n_k)
 
     q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))  # mixed dtypes: one dtype
+    # The scores have the batch shape of q, k and lengths (v plays no part in them).
+    score_batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2],
+                                      () if lengths is None else lengths.shape)
+    longest = n_k if lengths is None else int(lengths.max(initial=0))
+    shortest = n_k if lengths is None else int(lengths.min(initial=n_k))
+    hidden_key = None if lengths is None else lengths[..., None, None]  # (..., 1, 1)
+
     output = np.zeros(batch + (n_q, d_v), dtype)  # (..., n_q, d_v); rows nobody fills stay 0
-    plan = _Plan(
-        q=q, k_t=np.swapaxes(k, -1, -2), v=v, output=output, scale=scale,  # k_t: (..., d_k, n_k)
-        block_size=block_size, causal=causal, window=window,
-        hidden_key=None if lengths is None else lengths[..., None, None],  # (..., 1, 1)
-        longest=n_k if lengths is None else int(lengths.max(initial=0)),
-        shortest=n_k if lengths is None else int(lengths.min(initial=n_k)),
-        # The scores have the batch shape of q, k and lengths (v plays no part in them).
-        score_batch=np.broadcast_shapes(q.shape[:-2], k.shape[:-2],
-                                        () if lengths is None else lengths.shape),
-        batch=batch,
-    )
-    starts = range(0, n_q, block_size)  # the first query of each query block
-    workers = _workers(len(starts), int(np.prod(plan.score_batch)) * n_q * n_k)
-    if workers == 1:
-        visited, masked = _attend_query_blocks(plan, starts)
-    else:  # query blocks are independent: deal them out round-robin (causal rows grow longer)
-        pool = _pool(workers)
-        tasks = [pool.submit(contextvars.copy_context().run,  # with the caller's np.errstate
-                             _attend_query_blocks, plan, starts[w::workers])
-                 for w in range(workers)]
-        futures.wait(tasks)
-        visited, masked = (sum(counts) for counts in zip(*(t.result() for t in tasks)))
-
-    if not return_stats:
-        return output
-    stats = {"blocks_total": len(starts) * -(-n_k // block_size), "blocks_visited": visited,
-             "blocks_masked": masked}
-    return output, stats
-
-
-class _Plan(NamedTuple):
-    """Everything the tile loop needs, checked and converted to one dtype."""
-
-    q: np.ndarray  # (..., n_q, d_k)
-    k_t: np.ndarray  # (..., d_k, n_k), a view of k
-    v: np.ndarray  # (..., n_k, d_v)
-    output: np.ndarray  # (..., n_q, d_v), zeros, filled one query block at a time
-    scale: np.floating  # a scalar of the output's dtype
-    block_size: int
-    causal: bool  # True also when window is given
-    window: int | None
-    hidden_key: np.ndarray | None  # lengths, shape (..., 1, 1): keys j >= it are hidden
-    longest: int  # max(lengths), or n_k: key blocks from here on are skipped
-    shortest: int  # min(lengths), or n_k: key blocks ending before it need no padding mask
-    score_batch: tuple  # batch shape of the scores: q, k and lengths broadcast together
-    batch: tuple  # batch shape of the output: q, k and v broadcast together
-
-
-def _attend_query_blocks(plan: _Plan, starts) -> tuple[int, int]:
-    """Fill ``plan.output`` for the query blocks beginning at ``starts``, one tile at a time.
-
-    Returns the number of tiles computed and of those that needed an element-wise mask.
-    """
-    q, k_t, v, output, scale, block_size = plan[:6]
-    n_q, n_k, d_v = q.shape[-2], k_t.shape[-1], v.shape[-1]
-    dtype = output.dtype
-    neg_inf, zero = dtype.type(-np.inf), dtype.type(0)
-    # One flat buffer per tile-sized array, reshaped to each tile: every tile is contiguous.
-    n_s, n_o = int(np.prod(plan.score_batch)), int(np.prod(plan.batch))  # flattened batches
-    s_buf = np.empty(n_s * min(block_size, n_q) * min(block_size, n_k), dtype)  # scores, then p
+    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, n_k), a view
+    neg_inf = dtype.type(-np.inf)
+    zero = dtype.type(0)
+    # One flat buffer per per-tile array, reshaped to each tile's size: every tile is contiguous.
+    n_s, n_o = int(np.prod(score_batch)), int(np.prod(batch))  # batch sizes, flattened
+    tile = min(block_size, n_q) * min(block_size, n_k)
+    s_buf = np.empty(n_s * tile, dtype)  # one tile's scores, then exp(scores - m)
     pv_buf = np.empty(n_o * min(block_size, n_q) * d_v, dtype)  # one tile's p @ v
+
+    n_q_blocks, n_k_blocks = -(-n_q // block_size), -(-n_k // block_size)
     visited = masked = 0
-    for q0 in starts:
+    for q0 in range(0, n_q, block_size):
         q1 = min(q0 + block_size, n_q)
         nq = q1 - q0
         q_blk = q[..., q0:q1, :] * scale  # (..., nq, d_k), scaled once per query block
-        m = np.full(plan.score_batch + (nq, 1), neg_inf, dtype)  # running max of the scores
+        m = np.full(score_batch + (nq, 1), neg_inf, dtype)  # running max of the scores
         m_new = np.empty_like(m)  # (..., nq, 1)
         shift = np.empty_like(m)  # (..., nq, 1): m_new, or 0 while m_new is still -inf
         alpha = np.empty_like(m)  # (..., nq, 1): exp(m - m_new), rescales the old sums
         l_sum = np.zeros_like(m)  # (..., nq, 1): running sum of exp(s - m)
         l_blk = np.empty_like(m)  # (..., nq, 1)
-        o = np.zeros(plan.batch + (nq, d_v), dtype)  # (..., nq, d_v): running sum of p v
+        o = np.zeros(batch + (nq, d_v), dtype)  # (..., nq, d_v): running sum of exp(s - m) v
         for k0 in range(0, n_k, block_size):
             k1 = min(k0 + block_size, n_k)
             # Lowest and highest key of this block that some query of the block may see.
-            lo = k0 if plan.window is None else max(k0, q0 - plan.window)
-            hi = min(k1, q1) - 1 if plan.causal else k1 - 1
-            if lo > hi or lo >= plan.longest:
+            lo = k0 if window is None else max(k0, q0 - window)
+            hi = min(k1, q1) - 1 if causal else k1 - 1
+            if lo > hi or lo >= longest:
                 continue  # hidden entirely for every query and every sequence: skipped
             visited += 1
             nk = k1 - k0
-            s = s_buf[: n_s * nq * nk].reshape(plan.score_batch + (nq, nk))
+            s = s_buf[: n_s * nq * nk].reshape(score_batch + (nq, nk))
             with np.errstate(over="ignore"):  # an overflow to inf is caught below, with a message
                 np.matmul(q_blk, k_t[..., k0:k1], out=s)  # (..., nq, d_k) x (..., d_k, nk)
-            hidden = _hidden_in_tile(q0, q1, k0, k1, plan)
+            hidden = _hidden_in_tile(q0, q1, k0, k1, causal, window, hidden_key, shortest)
             if hidden is not None:
                 masked += 1
                 np.copyto(s, neg_inf, where=hidden)  # (..., nq, nk), in place
@@ -259,8 +209,7 @@ def _attend_query_blocks(plan: _Plan, starts) -> tuple[int, int]:
             if not (m_new < np.inf).all():
                 raise ValueError(
                     f"the attention scores overflowed to inf: the inputs are too large for "
-                    f"{dtype} (scale them down, or compute in float64); q {q.shape}, "
-                    f"k {k_t.shape[:-2] + k_t.shape[:-3:-1]}"
+                    f"{dtype} (scale them down, or compute in float64); q {q.shape}, k {k.shape}"
                 )
             np.maximum(m_new, m, out=m_new)
             np.copyto(shift, m_new)
@@ -272,36 +221,19 @@ def _attend_query_blocks(plan: _Plan, starts) -> tuple[int, int]:
             np.sum(s, axis=-1, keepdims=True, out=l_blk)
             l_sum *= alpha
             l_sum += l_blk  # l = alpha l + sum_j p_j
-            pv = pv_buf[: n_o * nq * d_v].reshape(plan.batch + (nq, d_v))
+            pv = pv_buf[: n_o * nq * d_v].reshape(batch + (nq, d_v))
             np.matmul(s, v[..., k0:k1, :], out=pv)  # (..., nq, nk) x (..., nk, d_v)
             o *= alpha
             o += pv  # o = alpha o + p v
             m, m_new = m_new, m
         # output = o / l; a query that saw no key (l = 0) keeps its zeros.
         np.divide(o, l_sum, out=output[..., q0:q1, :], where=l_sum > 0)  # (..., nq, d_v)
-    return visited, masked
 
-
-#: Below this many scores (batch x n_q x n_k) everything runs in the calling thread; above it
-#: the query blocks are shared by a few threads (NumPy's ufuncs and BLAS release the GIL).
-_PARALLEL_MIN_SCORES = 1 << 22
-_POOL: futures.ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _workers(n_blocks: int, n_scores: int) -> int:
-    if n_scores < _PARALLEL_MIN_SCORES:
-        return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(8, cpus or 1, n_blocks))
-
-
-def _pool(workers: int) -> futures.ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="mha-chunked")
-    return _POOL
+    if not return_stats:
+        return output
+    stats = {"blocks_total": n_q_blocks * n_k_blocks, "blocks_visited": visited,
+             "blocks_masked": masked}
+    return output, stats
 
 
 def _check_flag(value, name: str) -> bool:
@@ -334,14 +266,14 @@ def _check_lengths(lengths, batch: tuple[int, ...], n_k: int) -> np.ndarray:
     return lengths
 
 
-def _hidden_in_tile(q0, q1, k0, k1, plan: _Plan):
+def _hidden_in_tile(q0, q1, k0, k1, causal, window, hidden_key, shortest):
     """Boolean mask of the hidden scores of one tile, or None when the tile is fully visible.
 
-    The tile holds queries ``q0 .. q1-1`` and keys ``k0 .. k1-1``.
+    The tile holds queries ``q0 .. q1-1`` and keys ``k0 .. k1-1``; ``hidden_key`` is ``lengths``
+    shaped ``(..., 1, 1)`` (or None) and ``shortest`` its minimum.
     """
-    window = plan.window
-    structure = plan.causal and (k1 - 1 > q0 or (window is not None and k0 < q1 - 1 - window))
-    padding = plan.hidden_key is not None and k1 > plan.shortest
+    structure = causal and (k1 - 1 > q0 or (window is not None and k0 < q1 - 1 - window))
+    padding = hidden_key is not None and k1 > shortest
     if not (structure or padding):
         return None
     i = np.arange(q0, q1)[:, None]  # (nq, 1) query positions
@@ -352,5 +284,5 @@ def _hidden_in_tile(q0, q1, k0, k1, plan: _Plan):
         if window is not None:
             hidden |= j < i - window
     if padding:
-        hidden = hidden | (j >= plan.hidden_key)  # (..., nq, nk)
+        hidden = hidden | (j >= hidden_key)  # (..., nq, nk)
     return hidden

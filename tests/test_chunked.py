@@ -179,6 +179,25 @@ def test_dtype_in_is_dtype_out(dtype, scale):
     assert out.dtype == dtype
 
 
+def test_float32_is_computed_in_float32_throughout(monkeypatch):
+    # Not only the output: every array that reaches NumPy's kernels stays float32 (a float64
+    # scalar slipped into the scale would silently turn the tiles into float64).
+    seen = set()
+    for name in ("matmul", "exp", "subtract", "divide", "max", "sum", "copyto"):
+        def spy(*args, _original=getattr(np, name), **kwargs):
+            arrays = [a for a in (*args, kwargs.get("out")) if isinstance(a, np.ndarray)]
+            seen.update(a.dtype for a in arrays if a.dtype.kind == "f")
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(np, name, spy)
+    rng = np.random.default_rng(14)
+    q, k, v = rng.normal(size=(3, 2, 20, 8)).astype(np.float32)
+    out = chunked_attention(q, k, v, window=6, lengths=np.array([20, 9]), block_size=8,
+                            scale=0.3)
+    monkeypatch.undo()
+    assert out.dtype == np.float32
+    assert seen == {np.dtype(np.float32)}
+
+
 def test_mixed_dtypes_follow_numpy_promotion():
     rng = np.random.default_rng(10)
     q, k = rng.normal(size=(2, 5, 4)).astype(np.float32)

@@ -371,3 +371,34 @@ def test_interview_page_has_enough_answered_questions_with_chapter_links(lang):
         assert re.search(r"\]\((?:[\w-]+\.md)?#[\w-]+\)", answer), answer[:80]
     groups = re.findall(r"^## .*\{ #(\w[\w-]*) \}", text, flags=re.M)
     assert {"conceptual", "maths", "complexity", "coding"} <= set(groups)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_front_matter_parses_and_no_line_turns_into_a_stray_heading(lang):
+    import yaml
+
+    for path in sorted((DOCS / lang).glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("---\n"), path
+        meta = yaml.safe_load(text.split("---\n")[1])
+        assert isinstance(meta, dict) and isinstance(meta.get("description"), str), path
+        assert 20 < len(meta["description"]) <= 200, path
+        prose = re.sub(r"^(\s*)(`{3,}).*?^\1\2\s*$", "", text, flags=re.S | re.M)
+        for line in prose.split("\n"):
+            assert not re.match(r"^#[^#\s]", line), f"{path}: {line[:60]}"  # '#41508)' etc.
+
+
+def test_build_time_katex_renders_and_refuses_bad_tex():
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        import katex
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+    from mkdocs.exceptions import PluginError
+
+    out = katex.typeset('<p><span class="arithmatex">\\(\\sqrt{d_k}\\)</span></p>'
+                        '<div class="arithmatex">\\[a &lt; b\\]</div>', "x.md")
+    assert out.count('data-katex="done"') == 2 and 'class="katex-display"' in out
+    assert "\\sqrt" not in out.split("<annotation")[0]  # typeset, not left as source
+    with pytest.raises(PluginError, match=r"x\.md: KaTeX cannot typeset '\\\\frac\{1\}'"):
+        katex.typeset('<span class="arithmatex">\\(\\frac{1}\\)</span>', "x.md")

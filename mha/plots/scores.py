@@ -18,7 +18,7 @@ LABELS = {
         "uniform": "平均分配：1/{n}",
         "x": "{dimension} $d_k$",
         "y_variance": "{variance}",
-        "y_max": "最大{weight}（各查询平均）",
+        "y_max": "最大{weight}\n（各查询平均）",
     },
     "en": {
         "title_variance": "The {variance} of the {dot} grows with the {dimension}",
@@ -28,7 +28,7 @@ LABELS = {
         "uniform": "spread evenly: 1/{n}",
         "x": "{dimension} $d_k$",
         "y_variance": "{variance}",
-        "y_max": "largest {weight} (mean over queries)",
+        "y_max": "largest {weight}\n(mean over queries)",
     },
 }
 

@@ -1,0 +1,309 @@
+"""The built site in a real browser (Debian's Chromium through Playwright), in both languages.
+
+The site is built once (strict) for the address it is served at, and served gzipped as GitHub
+Pages serves it, by ``scripts/serve_site.py``. The tests check what a reader gets: the pages load
+without console errors, KaTeX typeset every formula, the figures load and have alt text, the
+language switcher keeps the page, search finds the chapter in Chinese and in English, the copy
+button copies the code, no request leaves 127.0.0.1, and no page scrolls sideways on a phone.
+
+With ``SCREENSHOT_DIR`` set, the chapter is also photographed in both languages, light and
+dark, and at phone width, into that folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+PHONE = dict(viewport={"width": 390, "height": 844}, device_scale_factor=3, is_mobile=True,
+             has_touch=True)
+#: Per language: the home page and the chapter (paths under the site root), a search word.
+LANGUAGES = {
+    "zh": {"home": "", "chapter": "scores/", "query": "缩放"},
+    "en": {"home": "en/", "chapter": "en/scores/", "query": "scaling"},
+}
+#: Display formulas ($$ … $$) the chapter has at least, in each language.
+MIN_DISPLAY_FORMULAS = 4
+#: Material 9.8 draws the copy button as .md-code__button; earlier versions as .md-clipboard.
+COPY_BUTTON = ".md-clipboard, .md-code__button[data-md-type=copy]"
+#: Every request URL that any page made, across all tests (checked by the last test).
+REQUESTS: list[str] = []
+KATEX_DONE = "() => !document.querySelector('.arithmatex:not([data-katex])')"
+
+
+def _load_serve_site():
+    spec = importlib.util.spec_from_file_location("serve_site", ROOT / "scripts" / "serve_site.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+serve_site = _load_serve_site()
+
+
+# --- Fixtures ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        message = f"{CHROMIUM} is missing (Debian/Ubuntu: apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def site(browser, tmp_path_factory):
+    """(base URL, site directory): the site built strict for that URL, served gzipped."""
+    port = serve_site.free_port()
+    site_dir = tmp_path_factory.mktemp("site")
+    try:
+        serve_site.build_site(site_dir, f"http://127.0.0.1:{port}/")
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    with serve_site.serve(site_dir, port=port, gzip=True) as base_url:
+        yield base_url, site_dir
+
+
+@pytest.fixture(scope="module")
+def base_url(site):
+    return site[0]
+
+
+def open_context(browser, **options):
+    """A browser context that records every request it makes."""
+    context = browser.new_context(**options)
+    context.set_default_timeout(15_000)
+    context.on("request", lambda request: REQUESTS.append(request.url))
+    return context
+
+
+@pytest.fixture
+def new_context(browser):
+    """Factory of recording contexts, all closed after the test."""
+    contexts = []
+
+    def make(**options):
+        contexts.append(open_context(browser, **options))
+        return contexts[-1]
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+class Visit:
+    """A page opened at a URL, with the console errors, page errors and HTTP errors it met."""
+
+    def __init__(self, context, url: str, settle: bool = False):
+        self.errors: list[str] = []
+        self.page = page = context.new_page()
+        page.on("console", lambda message: message.type == "error" and self.errors.append(
+            f"console.error: {message.text}"))
+        page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        page.on("response", lambda response: response.status >= 400 and self.errors.append(
+            f"HTTP {response.status}: {response.url}"))
+        self.response = page.goto(url, wait_until="load")
+        page.wait_for_function(KATEX_DONE)  # KaTeX typesets on Material's document$
+        if settle:  # what the page fetches after loading (search index, …) fails loudly too
+            page.wait_for_load_state("networkidle")
+
+
+@pytest.fixture(scope="module")
+def visits(browser, base_url):
+    """The home pages and chapters, each opened once (in light mode) and shared by the tests
+    that only look at them. The context may use the clipboard, for the copy-button test."""
+    context = open_context(browser, permissions=["clipboard-read", "clipboard-write"])
+    opened: dict[str, Visit] = {}
+
+    def visit(lang: str, which: str) -> Visit:
+        path = LANGUAGES[lang][which]
+        if path not in opened:
+            opened[path] = Visit(context, base_url + path, settle=True)
+        return opened[path]
+
+    yield visit
+    context.close()
+
+
+def screenshot(page, name: str) -> None:
+    """Save a full-page PNG into $SCREENSHOT_DIR, when it is set."""
+    folder = os.environ.get("SCREENSHOT_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+def site_pages(site_dir: Path) -> list[str]:
+    """Every HTML page of the built site, as a path under its root ("" is the home page)."""
+    pages = []
+    for index in sorted(site_dir.rglob("index.html")):
+        relative = index.parent.relative_to(site_dir).as_posix()
+        if {"assets", "search"} & set(relative.split("/")):
+            continue
+        pages.append("" if relative == "." else relative + "/")
+    return pages
+
+
+# --- Tests -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("which", ["home", "chapter"])
+def test_page_loads_without_errors(visits, lang, which):
+    visit = visits(lang, which)
+    assert visit.response.status == 200
+    assert visit.errors == []
+    assert visit.page.locator("html").get_attribute("lang") == lang
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_katex_typeset_every_formula(visits, lang):
+    page = visits(lang, "chapter").page
+    screenshot(page, f"scores-{lang}-light")
+    assert page.locator("article .katex").count() > 0
+    displays = page.locator("article .katex-display").count()
+    assert displays >= MIN_DISPLAY_FORMULAS
+    assert displays == page.locator("article div.arithmatex").count()
+    assert page.locator(".katex-error, [data-katex=error]").count() == 0
+    # The prose (code aside) keeps no TeX delimiters: no $$, \[ \] or \( \) left untypeset.
+    prose = page.evaluate("""() => {
+        const article = document.querySelector('article').cloneNode(true);
+        article.querySelectorAll('pre, code, .katex-mathml').forEach(e => e.remove());
+        return article.textContent;
+    }""")
+    assert re.findall(r".{0,30}(?:\$\$|\\\[|\\\]|\\\(|\\\)).{0,30}", prose) == []
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_image_loads_and_has_alt_text(visits, lang):
+    page = visits(lang, "chapter").page
+    images = page.evaluate("""async () => {
+        const images = [...document.querySelectorAll('article img')];
+        await Promise.all(images.map(img => {
+            img.loading = 'eager';                  // lazy images below the fold load too
+            return img.decode().catch(() => null);
+        }));
+        return images.map(img => ({src: img.currentSrc || img.src, complete: img.complete,
+                                   width: img.naturalWidth,
+                                   alt: (img.getAttribute('alt') || '').trim()}));
+    }""")
+    assert images, "the chapter should have at least one figure"
+    assert [i["src"] for i in images if not (i["complete"] and i["width"] > 0)] == []
+    assert [i["src"] for i in images if not i["alt"]] == []
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_copy_button_copies_the_code_block(visits, lang):
+    page = visits(lang, "chapter").page
+    page.bring_to_front()  # the clipboard needs a focused page
+    page.evaluate("() => navigator.clipboard.writeText('nothing copied yet')")
+    button = page.locator(f"article :is({COPY_BUTTON})").first
+    expected = button.evaluate("""button => {
+        const code = button.closest('pre').querySelector('code').cloneNode(true);
+        code.querySelectorAll('.md-annotation').forEach(e => e.remove());
+        return code.textContent;
+    }""")
+    button.click()
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert "import numpy" in expected
+    assert copied.strip() == expected.strip()
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_search_finds_the_chapter(visits, base_url, lang):
+    page = visits(lang, "home").page
+    search = page.locator("input.md-search__input")
+    if not search.is_visible():  # narrow screens: the search field opens from an icon
+        page.locator('label.md-header__button[for="__search"]').click()
+    search.click()
+    search.fill(LANGUAGES[lang]["query"])
+    search.press("End")  # Material searches on keyup, which fill() alone does not send
+    results = page.locator(".md-search-result__item a")
+    results.first.wait_for()
+    hrefs = [urljoin(page.url, href) for href in
+             results.evaluate_all("links => links.map(a => a.getAttribute('href'))")]
+    chapter = base_url + LANGUAGES[lang]["chapter"]
+    assert chapter in [href.split("#")[0] for href in hrefs], hrefs
+
+
+def test_language_switcher_keeps_the_page(new_context, base_url):
+    visit = Visit(new_context(), base_url + LANGUAGES["zh"]["chapter"])
+    page = visit.page
+    for lang in ("en", "zh"):
+        page.locator(".md-header .md-select").hover()  # the list opens on hover
+        page.locator(f'.md-header .md-select a[hreflang="{lang}"]').click()
+        page.wait_for_load_state("load")
+        assert page.url == base_url + LANGUAGES[lang]["chapter"]
+        assert page.locator("html").get_attribute("lang") == lang
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_dark_palette_follows_the_system(new_context, base_url, lang):
+    visit = Visit(new_context(color_scheme="dark"), base_url + LANGUAGES[lang]["chapter"])
+    assert visit.page.locator("body").get_attribute("data-md-color-scheme") == "slate"
+    screenshot(visit.page, f"scores-{lang}-dark")
+
+
+def test_no_page_scrolls_sideways_on_a_phone(new_context, site):
+    base_url, site_dir = site
+    pages = site_pages(site_dir)
+    assert {"", "scores/", "en/", "en/scores/"} <= set(pages)
+    context = new_context(**PHONE)
+    # Layout only: spare the 2-core machine the search index that each page would rebuild.
+    context.route("**/search/search_index.json", lambda route: route.abort())
+    page = context.new_page()
+    overflowing = {}
+    for path in pages:
+        # Scripts are deferred: at DOMContentLoaded KaTeX has run. Figures cannot widen the
+        # page (max-width: 100%), so there is no need to wait for every image and font.
+        response = page.goto(base_url + path, wait_until="domcontentloaded")
+        assert response.status == 200, path
+        page.wait_for_function(KATEX_DONE)
+        if path in (LANGUAGES["zh"]["chapter"], LANGUAGES["en"]["chapter"]):
+            page.wait_for_load_state("load")
+            screenshot(page, f"scores-{'en' if path.startswith('en/') else 'zh'}-phone")
+        # Should a stylesheet ever lay out off-screen blocks lazily (content-visibility: auto),
+        # that would also clip what sticks out of them: draw everything, so overflow shows.
+        page.add_style_tag(content="* { content-visibility: visible !important; }")
+        # Not window.innerWidth: on a phone (is_mobile) Chromium widens the layout viewport to
+        # whatever overflows, so innerWidth grows with the page; clientWidth stays 390.
+        width = page.evaluate("""() => {
+            const limit = document.documentElement.clientWidth;
+            const wide = [...document.querySelectorAll('body *')]
+                .filter(e => e.getBoundingClientRect().right > limit + 1)
+                .slice(0, 5)
+                .map(e => e.tagName.toLowerCase() + '.' + (e.getAttribute('class') || ''));
+            return {scroll: document.documentElement.scrollWidth, limit, wide};
+        }""")
+        assert width["limit"] == PHONE["viewport"]["width"], path
+        if width["scroll"] > width["limit"] + 1:
+            overflowing["/" + path] = width
+    assert overflowing == {}
+
+
+def test_no_request_left_the_machine(new_context, base_url):
+    """Runs last: every request of every page above (and of the home page, so that it never
+    checks nothing) went to the local server."""
+    Visit(new_context(), base_url + LANGUAGES["zh"]["home"])
+    assert any(url.startswith(base_url + "assets/") for url in REQUESTS), REQUESTS[:20]
+    host = urlsplit(base_url).hostname
+    foreign = sorted({url for url in REQUESTS if not url.startswith("data:")
+                      and urlsplit(url.removeprefix("blob:")).hostname != host})
+    assert foreign == []

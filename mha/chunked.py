@@ -105,9 +105,12 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     query that sees no key keeps $\ell = 0$ and gets a zero output (while $m = -\infty$ the
     exponents are taken relative to 0 instead, so no $-\infty - (-\infty)$ ever occurs).
 
-    Per step only one tile of scores, ``(..., block_size, block_size)``, exists; the running
-    $m$, $\ell$ and $o$ take ``(..., block_size, 1 + 1 + d_v)``. With ``causal`` only the
-    tiles on or below the diagonal are computed: $b(b+1)/2$ of $b^2$ for $b$ blocks.
+    Per step only one tile of scores, ``(..., block_size, block_size)``, exists, beside the
+    running $m$, shape ``(..., block_size, 1)``, and $[o, \ell]$, shape
+    ``(..., block_size, d_v + 1)``. The code multiplies each tile of $e^{s - m}$ by the values
+    with a column of ones appended, $[v_j, 1]$, so one matmul gives both sums of the updates.
+    With ``causal`` only the tiles on or below the diagonal are computed: $b(b+1)/2$ of $b^2$
+    for $b$ blocks.
 
     Examples
     --------
@@ -174,7 +177,9 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     n_s, n_o = int(np.prod(score_batch)), int(np.prod(batch))  # batch sizes, flattened
     tile = min(block_size, n_q) * min(block_size, n_k)
     s_buf = np.empty(n_s * tile, dtype)  # one tile's scores, then exp(scores - m)
-    pv_buf = np.empty(n_o * min(block_size, n_q) * d_v, dtype)  # one tile's p @ v
+    pv_buf = np.empty(n_o * min(block_size, n_q) * (d_v + 1), dtype)  # one tile's p @ [v, 1]
+    n_v = int(np.prod(v.shape[:-2]))
+    v1_buf = np.empty(n_v * min(block_size, n_k) * (d_v + 1), dtype)  # one key block's [v, 1]
 
     n_q_blocks, n_k_blocks = -(-n_q // block_size), -(-n_k // block_size)
     visited = masked = 0
@@ -186,9 +191,9 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
         m_new = np.empty_like(m)  # (..., nq, 1)
         shift = np.empty_like(m)  # (..., nq, 1): m_new, or 0 while m_new is still -inf
         alpha = np.empty_like(m)  # (..., nq, 1): exp(m - m_new), rescales the old sums
-        l_sum = np.zeros_like(m)  # (..., nq, 1): running sum of exp(s - m)
-        l_blk = np.empty_like(m)  # (..., nq, 1)
-        o = np.zeros(batch + (nq, d_v), dtype)  # (..., nq, d_v): running sum of exp(s - m) v
+        # Running sums [o, l]: o = sum_j exp(s_j - m) v_j in the first d_v columns and
+        # l = sum_j exp(s_j - m) in the last one.
+        o_l = np.zeros(batch + (nq, d_v + 1), dtype)  # (..., nq, d_v + 1)
         for k0 in range(0, n_k, block_size):
             k1 = min(k0 + block_size, n_k)
             # Lowest and highest key of this block that some query of the block may see.
@@ -218,16 +223,19 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
             np.exp(alpha, out=alpha)  # exp(m_old - m_new) <= 1; 0 on the first visible block
             np.subtract(s, shift, out=s)
             np.exp(s, out=s)  # p = exp(s - m_new), (..., nq, nk), each <= 1
-            np.sum(s, axis=-1, keepdims=True, out=l_blk)
-            l_sum *= alpha
-            l_sum += l_blk  # l = alpha l + sum_j p_j
-            pv = pv_buf[: n_o * nq * d_v].reshape(batch + (nq, d_v))
-            np.matmul(s, v[..., k0:k1, :], out=pv)  # (..., nq, nk) x (..., nk, d_v)
-            o *= alpha
-            o += pv  # o = alpha o + p v
+            # The values with a column of ones: p @ [v, 1] gives sum_j p_j v_j and, in its last
+            # column, sum_j p_j, so one matmul updates both o and l.
+            v_1 = v1_buf[: n_v * nk * (d_v + 1)].reshape(v.shape[:-2] + (nk, d_v + 1))
+            v_1[..., :d_v] = v[..., k0:k1, :]
+            v_1[..., d_v] = 1
+            pv = pv_buf[: n_o * nq * (d_v + 1)].reshape(batch + (nq, d_v + 1))
+            np.matmul(s, v_1, out=pv)  # (..., nq, nk) x (..., nk, d_v + 1)
+            o_l *= alpha
+            o_l += pv  # o = alpha o + sum_j p_j v_j,  l = alpha l + sum_j p_j
             m, m_new = m_new, m
         # output = o / l; a query that saw no key (l = 0) keeps its zeros.
-        np.divide(o, l_sum, out=output[..., q0:q1, :], where=l_sum > 0)  # (..., nq, d_v)
+        l_sum = o_l[..., d_v:]  # (..., nq, 1)
+        np.divide(o_l[..., :d_v], l_sum, out=output[..., q0:q1, :], where=l_sum > 0)
 
     if not return_stats:
         return output

@@ -148,6 +148,24 @@ def _check_q_k(q, k):
     return q, k
 
 
+def _check_q_k_v(q, k, v):
+    """Validate queries, keys and values; return them with their broadcast batch shape."""
+    q, k = _check_q_k(q, k)
+    v = as_float_array(v, "v")
+    if v.ndim < 2:
+        raise ValueError(f"v must have shape (..., n_k, d_v) (at least 2-D), got shape {v.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of keys n_k (second-to-last dimension), "
+            f"got k {k.shape} and v {v.shape}"
+        )
+    batch = broadcast_shape(
+        {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
+        "the leading (batch, head) dimensions of q, k and v",
+    )
+    return q, k, v, batch
+
+
 def _check_scale(scale, d_k: int, dtype: np.dtype):
     """The scale as a scalar of ``dtype``; ``None`` means 1/sqrt(d_k)."""
     if scale is None:
@@ -272,19 +290,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     >>> np.allclose(w.sum(axis=-1), 1.0)
     True
     """
-    q, k = _check_q_k(q, k)
-    v = as_float_array(v, "v")
-    if v.ndim < 2:
-        raise ValueError(f"v must have shape (..., n_k, d_v) (at least 2-D), got shape {v.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of keys n_k (second-to-last dimension), "
-            f"got k {k.shape} and v {v.shape}"
-        )
-    batch = broadcast_shape(
-        {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
-        "the leading (batch, head) dimensions of q, k and v",
-    )
+    q, k, v, batch = _check_q_k_v(q, k, v)
     n_q, n_k = q.shape[-2], k.shape[-2]
     dtype = np.result_type(q, k, v)
     if mask is not None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, broadcast_shape, check_positive_int
-from .attention import _check_q_k, _check_scale
+from ._checks import broadcast_shape, check_positive_int
+from .attention import _check_q_k_v, _check_scale
 
 __all__ = ["chunked_attention"]
 
@@ -129,19 +129,7 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     True
     """
     # ---- checks: the same rules and messages as scaled_dot_product_attention ------------------
-    q, k = _check_q_k(q, k)
-    v = as_float_array(v, "v")
-    if v.ndim < 2:
-        raise ValueError(f"v must have shape (..., n_k, d_v) (at least 2-D), got shape {v.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of keys n_k (second-to-last dimension), "
-            f"got k {k.shape} and v {v.shape}"
-        )
-    batch = broadcast_shape(
-        {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
-        "the leading (batch, head) dimensions of q, k and v",
-    )
+    q, k, v, batch = _check_q_k_v(q, k, v)
     n_q, d_k = q.shape[-2:]
     n_k, d_v = v.shape[-2:]
     dtype = np.result_type(q, k, v)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import DTYPES, assert_close, make_mask
+from helpers import DTYPES, MASK_KINDS, assert_close, make_mask
 from mha import (MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention,
                  softmax)
 from mha.reference import multi_head_attention_reference
@@ -29,8 +29,7 @@ def layers_and_inputs(draw):
     if draw(st.booleans()):  # cross-attention: keys and values from another sequence
         m = draw(st.integers(1, 6))
         context = rng.normal(size=lead + (m, d_model)).astype(dtype)
-    kind = draw(st.sampled_from(["none", "causal", "window", "padding", "random_bool", "additive",
-                                 "none_visible"]))
+    kind = draw(st.sampled_from(MASK_KINDS))
     mask = make_mask(kind, rng, lead, n, m)
     return layer, x, context, mask
 

@@ -90,16 +90,20 @@ def plot_shapes(traces: list, lang: str) -> Figure:
     return fig
 
 
-def plot_input(traces: list, lang: str) -> Figure:
+def _one_matrix(data, title: str, lang: str) -> Figure:
+    """One (tokens x d_model) matrix of the case as a heatmap, with its shape in the title."""
     words, tokens = WORDS[lang], case_tokens(lang)
-    x = traces[0]["x"]
     with style():
         fig = Figure(figsize=(5.6, 3.4), layout="constrained")
         ax = fig.subplots()
-        image = heatmap(ax, x, rows=tokens, title=f"{words['input']} {_shape(x)}")
-        ax.set_xlabel(words["dim"] + f" (d_model = {x.shape[1]})")
+        image = heatmap(ax, data, rows=tokens, title=f"{title} {_shape(data)}")
+        ax.set_xlabel(words["dim"] + f" (d_model = {data.shape[1]})")
         colorbar(fig, image, ax)
     return fig
+
+
+def plot_input(traces: list, lang: str) -> Figure:
+    return _one_matrix(traces[0]["x"], WORDS[lang]["input"], lang)
 
 
 def plot_qkv(traces: list, lang: str) -> Figure:
@@ -159,15 +163,7 @@ def plot_concat(traces: list, lang: str) -> Figure:
 
 
 def plot_output(traces: list, lang: str) -> Figure:
-    words, tokens = WORDS[lang], case_tokens(lang)
-    out = traces[0]["output"]
-    with style():
-        fig = Figure(figsize=(5.6, 3.4), layout="constrained")
-        ax = fig.subplots()
-        image = heatmap(ax, out, rows=tokens, title=f"{words['output']} {_shape(out)}")
-        ax.set_xlabel(words["dim"] + f" (d_model = {out.shape[1]})")
-        colorbar(fig, image, ax)
-    return fig
+    return _one_matrix(traces[0]["output"], WORDS[lang]["output"], lang)
 
 
 def plot_layers(traces: list, lang: str) -> Figure:

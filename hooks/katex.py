@@ -6,10 +6,15 @@ pymdownx.arithmatex (generic) leaves ``<span class="arithmatex">\\( … \\)</spa
 Node) and replaces each one with KaTeX's HTML, marked ``data-katex="done"``. Readers' browsers
 then only need KaTeX's CSS and fonts: no 270 KB script, no maths painted twice, no layout shift.
 A formula KaTeX cannot parse fails the build, naming the page and the formula.
+
+Typeset formulas are kept, in memory for the life of the process (``mkdocs serve`` keeps this
+module across rebuilds) and in ``.cache/katex/`` keyed on the hash of ``katex.min.js``, so a
+rebuild only runs KaTeX on formulas it has not seen.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -21,7 +26,25 @@ ROOT = Path(__file__).resolve().parents[1]
 KATEX = ROOT / "docs" / "assets" / "katex" / "katex.min.js"
 ELEMENT = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.S)
 DELIMITERS = {"span": (r"\(", r"\)", False), "div": (r"\[", r"\]", True)}
+CACHE_DIR = ROOT / ".cache" / "katex"
 _context = None
+_cache: dict[str, str] | None = None  # "d" or "i" + TeX source -> KaTeX's HTML
+_cache_size_on_disk = 0
+
+
+def _cache_file() -> Path:
+    return CACHE_DIR / (hashlib.sha256(KATEX.read_bytes()).hexdigest()[:16] + ".json")
+
+
+def _load_cache() -> dict[str, str]:
+    global _cache, _cache_size_on_disk
+    if _cache is None:
+        try:
+            _cache = json.loads(_cache_file().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            _cache = {}
+        _cache_size_on_disk = len(_cache)
+    return _cache
 
 
 def _katex():
@@ -36,6 +59,14 @@ def _katex():
 
 def render(tex: str, display: bool) -> str:
     """KaTeX's HTML for ``tex``; raises ``PluginError`` with KaTeX's message on bad TeX."""
+    cache = _load_cache()
+    key = ("d" if display else "i") + tex
+    if key not in cache:
+        cache[key] = _render(tex, display)
+    return cache[key]
+
+
+def _render(tex: str, display: bool) -> str:
     call = (f"katex.renderToString({json.dumps(tex)}, "
             f"{{displayMode: {'true' if display else 'false'}, throwOnError: true}})")
     try:
@@ -59,5 +90,17 @@ def typeset(page_html: str, where: str = "") -> str:
     return ELEMENT.sub(replace, page_html)
 
 
-def on_page_content(page_html, page, config, files):
-    return typeset(page_html, page.file.src_uri)
+def on_post_page(output, page, config):
+    # After the search plugin has read the page: it indexes the TeX source (short, searchable)
+    # instead of KaTeX's markup (a dozen elements per symbol, and most of a rebuild's time).
+    return typeset(output, page.file.src_uri)
+
+
+def on_post_build(config):
+    """Save the formulas typeset for the first time (bad TeX never reaches the cache)."""
+    global _cache_size_on_disk
+    if _cache is not None and len(_cache) != _cache_size_on_disk:
+        path = _cache_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_cache, ensure_ascii=False), encoding="utf-8")
+        _cache_size_on_disk = len(_cache)

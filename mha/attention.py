@@ -118,18 +118,26 @@ def _softmax_rows(rows: np.ndarray) -> None:
 
 def _softmax_last_axis_inplace(x: np.ndarray) -> None:
     """Softmax over the last axis of a C-contiguous array, in place, on several threads if big."""
+    _map_rows(_softmax_rows, x.reshape(-1, x.shape[-1]))  # a view: x is C-contiguous
+
+
+def _map_rows(func, *arrays: np.ndarray) -> list:
+    """``func(*row_slices)`` over 2-D arrays with the same number of rows, split by rows.
+
+    Small inputs run in the calling thread; above `_PARALLEL_MIN_SIZE` entries (in the first
+    array) the rows are cut into one range per thread and run on a shared pool. Returns the
+    results of the calls in row order and re-raises the first exception of a call.
+    """
     global _pool
-    rows = x.reshape(-1, x.shape[-1])  # a view: x is C-contiguous
+    n_rows = arrays[0].shape[0]
     workers = _threads()
-    if x.size < _PARALLEL_MIN_SIZE or workers == 1 or rows.shape[0] < 2 * workers:
-        _softmax_rows(rows)
-        return
+    if arrays[0].size < _PARALLEL_MIN_SIZE or workers == 1 or n_rows < 2 * workers:
+        return [func(*arrays)]
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mha-softmax")
-    bounds = np.linspace(0, rows.shape[0], workers + 1).astype(int)
-    chunks = [rows[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-    for _ in _pool.map(_softmax_rows, chunks):  # re-raises a worker's ValueError here
-        pass
+        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mha-rows")
+    bounds = np.linspace(0, n_rows, workers + 1).astype(int)
+    ranges = list(zip(bounds[:-1], bounds[1:]))
+    return list(_pool.map(lambda r: func(*(a[r[0]:r[1]] for a in arrays)), ranges))
 
 
 def _check_q_k(q, k):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import broadcast_shape, check_positive_int
-from .attention import _check_q_k_v, _check_scale
+from .attention import _check_q_k_v, _check_scale, _map_rows
 
 __all__ = ["chunked_attention"]
 
@@ -160,7 +160,6 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     output = np.zeros(batch + (n_q, d_v), dtype)  # (..., n_q, d_v); rows nobody fills stay 0
     k_t = np.swapaxes(k, -1, -2)  # (..., d_k, n_k), a view
     neg_inf = dtype.type(-np.inf)
-    zero = dtype.type(0)
     # One flat buffer per per-tile array, reshaped to each tile's size: every tile is contiguous.
     n_s, n_o = int(np.prod(score_batch)), int(np.prod(batch))  # batch sizes, flattened
     tile = min(block_size, n_q) * min(block_size, n_k)
@@ -177,7 +176,6 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
         q_blk = q[..., q0:q1, :] * scale  # (..., nq, d_k), scaled once per query block
         m = np.full(score_batch + (nq, 1), neg_inf, dtype)  # running max of the scores
         m_new = np.empty_like(m)  # (..., nq, 1)
-        shift = np.empty_like(m)  # (..., nq, 1): m_new, or 0 while m_new is still -inf
         alpha = np.empty_like(m)  # (..., nq, 1): exp(m - m_new), rescales the old sums
         # Running sums [o, l]: o = sum_j exp(s_j - m) v_j in the first d_v columns and
         # l = sum_j exp(s_j - m) in the last one.
@@ -198,19 +196,15 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
             if hidden is not None:
                 masked += 1
                 np.copyto(s, neg_inf, where=hidden)  # (..., nq, nk), in place
-            np.max(s, axis=-1, keepdims=True, out=m_new)  # (..., nq, 1)
-            if not (m_new < np.inf).all():
+            # The online-softmax step, element-wise over the tile: split by rows across threads
+            # (NumPy's ufuncs run on one core; BLAS is idle meanwhile).
+            finite = _map_rows(_online_softmax_step, s.reshape(-1, nk), m.reshape(-1, 1),
+                               m_new.reshape(-1, 1), alpha.reshape(-1, 1))
+            if not all(finite):
                 raise ValueError(
                     f"the attention scores overflowed to inf: the inputs are too large for "
                     f"{dtype} (scale them down, or compute in float64); q {q.shape}, k {k.shape}"
                 )
-            np.maximum(m_new, m, out=m_new)
-            np.copyto(shift, m_new)
-            np.copyto(shift, zero, where=m_new == neg_inf)  # no key seen yet: exp(-inf - 0) = 0
-            np.subtract(m, shift, out=alpha)
-            np.exp(alpha, out=alpha)  # exp(m_old - m_new) <= 1; 0 on the first visible block
-            np.subtract(s, shift, out=s)
-            np.exp(s, out=s)  # p = exp(s - m_new), (..., nq, nk), each <= 1
             # The values with a column of ones: p @ [v, 1] gives sum_j p_j v_j and, in its last
             # column, sum_j p_j, so one matmul updates both o and l.
             v_1 = v1_buf[: n_v * nk * (d_v + 1)].reshape(v.shape[:-2] + (nk, d_v + 1))
@@ -230,6 +224,27 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     stats = {"blocks_total": n_q_blocks * n_k_blocks, "blocks_visited": visited,
              "blocks_masked": masked}
     return output, stats
+
+
+def _online_softmax_step(s, m, m_new, alpha) -> bool:
+    """One tile's update of the running maximum, for a range of its rows, in place.
+
+    ``s`` ``(rows, nk)`` holds the tile's scores and becomes ``p = exp(s - m_new)``; ``m``
+    ``(rows, 1)`` is the running maximum so far, ``m_new`` receives ``max(m, max_j s)`` and
+    ``alpha`` ``exp(m - m_new)``. While a row has seen no key (``m_new = -inf``) the exponents
+    are taken relative to 0, so ``p`` and ``alpha`` are 0 and no ``-inf - (-inf)`` occurs.
+    Returns False if a score overflowed to +inf (the caller raises).
+    """
+    np.max(s, axis=1, keepdims=True, out=m_new)  # (rows, 1)
+    if not (m_new < np.inf).all():
+        return False
+    np.maximum(m_new, m, out=m_new)
+    shift = np.where(m_new == -np.inf, 0, m_new).astype(s.dtype, copy=False)  # (rows, 1)
+    np.subtract(m, shift, out=alpha)
+    np.exp(alpha, out=alpha)  # exp(m_old - m_new) <= 1; 0 on the first visible block
+    np.subtract(s, shift, out=s)
+    np.exp(s, out=s)  # p = exp(s - m_new), each <= 1
+    return True
 
 
 def _check_flag(value, name: str) -> bool:

@@ -1,9 +1,12 @@
-"""Draw every figure of ``mha.plots.FIGURES`` in every language into ``docs/<lang>/figures/``.
+"""Draw every figure of ``mha.plots.FIGURES`` in every language into ``docs/<lang>/figures/``,
+and write every table of ``mha.plots.TABLES`` (Markdown) into ``.cache/tables/<lang>/``.
 
 Run by ``hooks/figures.py`` in a fresh interpreter, so that it always imports the ``mha`` that
 is on disk now (``mkdocs serve`` keeps one process alive across edits). Each figure is cached
 under ``.cache/figures/`` on a hash of the files it depends on; a file in ``docs/`` is written
-only when its bytes change, so the watcher of ``mkdocs serve`` is not woken for nothing.
+only when its bytes change, so the watcher of ``mkdocs serve`` is not woken for nothing. Tables
+are cached the same way; ``hooks/markers.py`` puts each one where a page has its
+``<!-- mha:table NAME -->`` marker.
 
     python hooks/draw_figures.py            # draw what changed
 """
@@ -17,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 CACHE = ROOT / ".cache" / "figures"
+TABLES_OUT = ROOT / ".cache" / "tables"
 
 
 def figure_key(name: str, depends: tuple[str, ...], package: Path = ROOT / "mha") -> str:
@@ -46,12 +50,12 @@ def write_if_changed(path: Path, data: bytes) -> bool:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from mha.plots import DEPENDS, FIGURES, LANGUAGES
+    from mha.plots import DEPENDS, FIGURES, LANGUAGES, TABLES
     from mha.plots._style import render_svg
 
-    if set(DEPENDS) != set(FIGURES):
-        raise SystemExit(f"mha.plots: FIGURES and DEPENDS list different figures: "
-                         f"{sorted(set(FIGURES) ^ set(DEPENDS))}")
+    if set(DEPENDS) != set(FIGURES) | set(TABLES):
+        raise SystemExit(f"mha.plots: DEPENDS and FIGURES + TABLES list different names: "
+                         f"{sorted(set(DEPENDS) ^ (set(FIGURES) | set(TABLES)))}")
     drawn, written = 0, 0
     for name, make in FIGURES.items():
         key = figure_key(name, DEPENDS[name])
@@ -62,8 +66,16 @@ def main() -> int:
                 drawn += 1
             written += write_if_changed(DOCS / lang / "figures" / f"{name}.svg",
                                         cached.read_bytes())
-    print(f"figures: {len(FIGURES)} x {len(LANGUAGES)} languages, {drawn} drawn, "
-          f"{written} files updated")
+    for name, make in TABLES.items():
+        key = figure_key(name, DEPENDS[name])
+        for lang in LANGUAGES:
+            cached = CACHE / key / lang / f"{name}.md"
+            if not cached.exists():
+                write_if_changed(cached, make(lang).encode("utf-8"))
+                drawn += 1
+            written += write_if_changed(TABLES_OUT / lang / f"{name}.md", cached.read_bytes())
+    print(f"{len(FIGURES)} figures and {len(TABLES)} tables x {len(LANGUAGES)} languages: "
+          f"{drawn} drawn, {written} files updated")
     return 0
 
 

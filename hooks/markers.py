@@ -4,6 +4,9 @@
   ``mha/plots/terms.py``.
 - ``<!-- mha:benchmark-table -->`` becomes the table of the benchmark run the repository keeps
   (``mha/data/benchmark.json``, written by ``python -m mha.bench --save``).
+- ``<!-- mha:table NAME -->`` becomes the table ``NAME`` of ``mha.plots.TABLES`` in the page's
+  language, computed from ``mha`` by ``hooks/draw_figures.py`` (with the figures, in a
+  subprocess, cached on its sources) into ``.cache/tables/<lang>/NAME.md``.
 - Any other ``<!-- mha:… -->`` marker fails the build.
 - Every Chinese term of that file is added to jieba's dictionary, so search indexes 注意力头 as
   one word instead of 注意力 + 头.
@@ -18,7 +21,8 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"<!--\s*mha:([\w-]+)\s*-->")
+MARKER = re.compile(r"<!--\s*mha:([\w-]+)(?:\s+([\w-]+))?\s*-->")
+TABLES = ROOT / ".cache" / "tables"
 HEADERS = {
     "zh": ("中文", "English", "符号", "说明"),
     "en": ("English", "中文", "Symbol", "Meaning"),
@@ -93,7 +97,16 @@ def on_config(config):
 
 def on_page_markdown(markdown, page, config, files):
     def replace(match):
-        name = match.group(1)
+        name, argument = match.groups()
+        if argument is not None and name != "table":
+            raise PluginError(f"{page.file.src_uri}: marker <!-- mha:{name} --> takes no "
+                              f"argument, got {argument!r}")
+        if name == "table":
+            path = TABLES / page_language(page, config) / f"{argument}.md"
+            if argument is None or not path.is_file():
+                raise PluginError(f"{page.file.src_uri}: no table {argument!r} "
+                                  f"(mha.plots.TABLES, drawn into {path.parent})")
+            return path.read_text(encoding="utf-8")
         if name == "glossary":
             return glossary_table(page_language(page, config))
         if name == "benchmark-table":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import struct
 from pathlib import Path
 
@@ -30,16 +29,6 @@ GOLDEN = np.load(ROOT / "tests" / "golden" / "minilm.npz")
 SENTENCES = sorted({key.split("/")[0] for key in GOLDEN.files if key.startswith("s")})
 HIDDEN_TOL = 1e-5
 ATTENTION_TOL = 5e-6
-
-
-@pytest.fixture(scope="module")
-def model():
-    try:
-        return load_minilm()
-    except MiniLMNotInstalledError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the all-MiniLM-L6-v2 weights: {error}")
-        pytest.skip(f"all-MiniLM-L6-v2 is not installed: {error}")
 
 
 # ----------------------------------------------------------------------------------------------

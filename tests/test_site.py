@@ -284,6 +284,26 @@ def test_unknown_marker_fails_the_build():
     assert "| **查询** |" in markers.on_page_markdown("<!-- mha:glossary -->", page, config, None)
     with pytest.raises(PluginError, match="unknown marker <!-- mha:glosary -->"):
         markers.on_page_markdown("<!-- mha:glosary -->", page, config, None)
+    with pytest.raises(PluginError, match="no table 'head-rolls'"):
+        markers.on_page_markdown("<!-- mha:table head-rolls -->", page, config, None)
+    with pytest.raises(PluginError, match="takes no argument"):
+        markers.on_page_markdown("<!-- mha:glossary head-roles -->", page, config, None)
+
+
+def test_table_marker_inserts_the_table_mha_computed(site):
+    """The role table on the real-model page is exactly mha.plots.TABLES' output, per language."""
+    from mha.plots import TABLES
+
+    for prefix, lang in (("", "zh"), ("en/", "en")):
+        html = (site / prefix / "real-heads" / "index.html").read_text(encoding="utf-8")
+        table = TABLES["head-roles"](lang)
+        header = [c.strip() for c in table.split("\n")[0].strip("|").split("|")]
+        rows = [line for line in table.split("\n")[2:] if line.startswith("|")]
+        assert all(f">{cell}</th>" in html for cell in header), (lang, header)
+        assert html.count("<tr>") >= len(rows) + 1
+        layer, head, role = (c.strip() for c in rows[0].strip("|").split("|")[:3])
+        assert re.search(rf"<td[^>]*>{layer}</td>\s*<td[^>]*>{head}</td>\s*<td[^>]*>"
+                         rf"{re.escape(role)}</td>", html), rows[0]
 
 
 def test_notebooks_are_cached_per_language_and_rerun_when_mha_changes(site, tmp_path):

@@ -14,7 +14,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import experiments
-from . import applications, longrange, speed
+from ..head_roles import study
+from ..minilm import load_minilm
+from . import applications, longrange, realheads, speed
 from . import walkthrough as walk
 from ._style import style
 from .case import CASE_ORDER, CAST, case_tokens
@@ -22,7 +24,7 @@ from .projections import plot_shared_projection
 from .scores import plot_scaling
 from .terms import LANGUAGES, TERMS, term
 
-__all__ = ["CAST", "FIGURES", "LANGUAGES", "TERMS", "case_tokens", "plot_scaling",
+__all__ = ["CAST", "FIGURES", "LANGUAGES", "TABLES", "TERMS", "case_tokens", "plot_scaling",
            "plot_shared_projection", "style", "term"]
 
 
@@ -57,6 +59,20 @@ def _case_shared_projection(lang: str):
         example=experiments.case_embeddings()[CASE_ORDER[lang]])
 
 
+def _real_examples(lang: str):
+    out = load_minilm().forward(realheads.EXAMPLE)
+    return realheads.plot_examples(out.tokens, out.attentions,
+                                   realheads.example_heads(study()), lang)
+
+
+def _real_roles(lang: str):
+    return realheads.plot_roles(study(), lang)
+
+
+def _head_role_table(lang: str) -> str:
+    return realheads.role_table(study(), lang)
+
+
 #: Every figure the site shows: file stem -> function of the language returning a Figure.
 #: The names of the modules each one depends on (besides the core) are in ``DEPENDS``.
 FIGURES: dict[str, Callable[[str], Figure]] = {
@@ -77,10 +93,12 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "applications-patterns": _patterns,
     "speed-measured": _measured,
     "speed-blocks": lambda lang: speed.plot_blocks(speed.block_map(8 * 64, 64), lang),
+    "real-heads-roles": _real_roles,
+    "real-heads-examples": _real_examples,
 }
 
-#: Source files under ``mha/`` each figure depends on, besides the core and ``plots/_style.py``
-#: and ``plots/terms.py``: the build redraws a figure only when one of them changes.
+#: Source files under ``mha/`` each figure and table depends on, besides the core and
+#: ``plots/_style.py`` and ``plots/terms.py``: the build redraws one only when they change.
 _WALK = ("experiments.py", "plots/walkthrough.py", "plots/_draw.py", "plots/case.py")
 DEPENDS: dict[str, tuple[str, ...]] = {
     "scores-scaling": ("experiments.py", "plots/scores.py"),
@@ -95,4 +113,14 @@ DEPENDS: dict[str, tuple[str, ...]] = {
                               "plots/case.py"),
     "speed-measured": ("plots/speed.py", "data/benchmark.json"),
     "speed-blocks": ("plots/speed.py", "plots/_draw.py"),
+    "real-heads-roles": ("plots/realheads.py",),
+    "real-heads-examples": ("plots/realheads.py", "plots/_draw.py"),
+    # Tables are cached by the same hook, on the same kind of key.
+    "head-roles": ("plots/realheads.py",),
+}
+
+#: Every generated table the site shows: name (the page's ``<!-- mha:table NAME -->`` marker)
+#: -> function of the language returning a Markdown table.
+TABLES: dict[str, Callable[[str], str]] = {
+    "head-roles": _head_role_table,
 }

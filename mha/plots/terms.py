@@ -86,6 +86,37 @@ TERMS: dict[str, Term] = {
                      "The average squared distance of the numbers from their mean."),
     "entropy": Term("熵", "entropy", "H", "衡量一行权重有多分散：越大越平均，越小越集中。",
                     "How spread out a row of weights is: high is even, low is concentrated."),
+    # The roles a head of a real model can play (mha.head_roles): a head plays one when, over
+    # the study sentences, it puts at least half of its weight on that target (entropy for
+    # the broad head).
+    "previous_token_head": Term("前一词元头", "previous-token head", "",
+                                "平均而言，词元把至少一半注意力放在紧挨着的前一个词元上的注意力头。",
+                                "A head in which tokens put, on average, at least half of their "
+                                "attention on the token just before them."),
+    "next_token_head": Term("后一词元头", "next-token head", "",
+                            "平均而言，词元把至少一半注意力放在紧挨着的后一个词元上的注意力头。",
+                            "A head in which tokens put, on average, at least half of their "
+                            "attention on the token just after them."),
+    "current_token_head": Term("当前词元头", "current-token head", "",
+                               "平均而言，词元把至少一半注意力放在自己身上的注意力头。",
+                               "A head in which tokens put, on average, at least half of their "
+                               "attention on themselves."),
+    "cls_head": Term("[CLS] 头", "[CLS] head", "",
+                     "把至少一半注意力放在 [CLS] 上的注意力头；[CLS] 是分词器加在句首的特殊词元。",
+                     "A head that puts at least half of its attention on [CLS], the special token "
+                     "the tokenizer adds at the start."),
+    "sep_head": Term("[SEP] 头", "[SEP] head", "",
+                     "把至少一半注意力放在 [SEP] 上的注意力头；[SEP] 是分词器加在句末的特殊词元。",
+                     "A head that puts at least half of its attention on [SEP], the special token "
+                     "the tokenizer adds at the end."),
+    "punctuation_head": Term("标点头", "punctuation head", "",
+                             "把至少一半注意力放在标点符号（句号、逗号、问号……）上的注意力头。",
+                             "A head that puts at least half of its attention on punctuation "
+                             "(full stops, commas, question marks...)."),
+    "broad_head": Term("广角头", "broad head", "",
+                       "注意力铺得很开的注意力头：平均而言，熵至少是最大值 log n 的 0.85。",
+                       "A head whose attention is spread wide: on average, its entropy is at "
+                       "least 0.85 of the largest possible, log n."),
 }
 
 

@@ -273,3 +273,29 @@ def test_figures_draw_the_studied_heads(model):
         for title, head in zip(titles, heads):
             assert term(ROLE_TERMS[head.role], lang) in title
             assert f"{head.layer} " in title and f" {head.head}" in title
+
+
+# ----------------------------------------------------------------------------------------------
+# The page names only heads the study backs
+
+
+PAGE_HEADS = {"en": r"layer (\d), head (\d+)", "zh": r"第 (\d) 层第 (\d+) 个注意力头"}
+
+
+@pytest.mark.parametrize("lang", sorted(PAGE_HEADS))
+def test_the_page_names_only_heads_the_numbers_back(model, lang):
+    """Every head the real-model page names is one with a clear role, or the best candidate of a
+    role that failed (itself, [SEP], punctuation, the pronoun link of the example sentence)."""
+    from pathlib import Path
+
+    r = study()
+    backed = {(l + 1, j + 1) for l, j in zip(*np.nonzero(r.clear))}
+    for role in ("self", "sep", "punctuation"):
+        mean = r.mean[ROLES.index(role)]
+        backed.add(tuple(int(i) + 1 for i in np.unravel_index(mean.argmax(), mean.shape)))
+    links = pronoun_attention()[0]                          # the example sentence: "it" -> "key"
+    backed.add(tuple(int(i) + 1 for i in np.unravel_index(links.argmax(), links.shape)))
+    text = (Path(__file__).parents[1] / "docs" / lang / "real-heads.md").read_text("utf-8")
+    named = {(int(l), int(j)) for l, j in re.findall(PAGE_HEADS[lang], text)}
+    assert len(named) >= 6, named
+    assert named <= backed, sorted(named - backed)

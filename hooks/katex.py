@@ -26,6 +26,7 @@ from mkdocs.utils import get_relative_url
 ROOT = Path(__file__).resolve().parents[1]
 KATEX = ROOT / "docs" / "assets" / "katex" / "katex.min.js"
 ELEMENT = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.S)
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 DELIMITERS = {"span": (r"\(", r"\)", False), "div": (r"\[", r"\]", True)}
 CACHE_DIR = ROOT / ".cache" / "katex"
 _context = None
@@ -80,6 +81,11 @@ def typeset(page_html: str, where: str = "") -> str:
     def replace(match):
         tag, source = match.group(1), html.unescape(match.group(2)).strip()
         left, right, display = DELIMITERS[tag]
+        control = CONTROL.search(source)
+        if control:  # KaTeX would quietly typeset "\times" written as a tab + "imes"
+            raise PluginError(f"{where}: maths with the control character "
+                              f"{control.group(0)!r} (a backslash lost to a string escape, such "
+                              f"as \\t in \\times?): {source!r}")
         if not (source.startswith(left) and source.endswith(right)):
             raise PluginError(f"{where}: maths without {left} {right} delimiters: {source!r}")
         try:

@@ -14,7 +14,11 @@ Measured in one process on the same float32 inputs (d_model = 512, h = 8 by defa
 - ``torch``: PyTorch's ``scaled_dot_product_attention`` with the same projections, when torch is
   installed.
 
-Times are medians over repeats after a warm-up, each repeat on fresh inputs. Peak memory is the
+Times are medians over repeats after a warm-up, each repeat on fresh inputs. The repeats of the
+implementations are interleaved (one call of each in turn, repeated), so that a slow spell of
+the machine (another process, memory being reclaimed after a large call) falls on all of them
+alike instead of on whichever ran at that moment: the ratios are what the benchmark is for.
+Above n = 1024 the two slow implementations are timed once, before the others. Peak memory is the
 peak that ``tracemalloc`` sees during one call (NumPy reports its arrays there) minus nothing:
 inputs are allocated before tracing starts. PyTorch's allocations are invisible to tracemalloc.
 FLOPs are counted as 8 n d^2 + 4 n^2 d per sequence; the fraction of the machine's GEMM peak
@@ -124,15 +128,22 @@ def _gemm_gflops(dtype, size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 / min(times) / 1e9
 
 
-def _time(fn, make_input, repeats: int) -> float:
-    fn(make_input())  # warm-up
-    times = []
+def _time(fns: dict, make_input, repeats: int) -> dict:
+    """Median seconds of each function of ``fns`` over ``repeats`` interleaved calls.
+
+    Each function is called once first (warm-up); then, ``repeats`` times, each function in turn
+    on fresh inputs.
+    """
+    for fn in fns.values():
+        fn(make_input())  # warm-up
+    times = {name: [] for name in fns}
     for _ in range(repeats):
-        x = make_input()
-        start = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            x = make_input()
+            start = time.perf_counter()
+            fn(x)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _peak_bytes(fn, x) -> int:
@@ -142,6 +153,10 @@ def _peak_bytes(fn, x) -> int:
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+#: Up to this n the slow implementations are repeated (and interleaved) like the others.
+SLOW_REPEATED_UP_TO = 1024
 
 
 def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 5,
@@ -161,19 +176,26 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
         check = make_input()
         expected = layer.forward(check)
         flops = 8 * n * d_model**2 + 4 * n**2 * d_model
-        for name, fn in impls.items():
-            if (name == "reference" and n > reference_max_n) or (name == "source" and n > source_max_n):
-                continue
+        # Up to n = 1024 every implementation takes its turn in every repeat. Beyond it the
+        # slow ones (seconds to a minute per call) are timed once each, beforehand.
+        limit = {"reference": reference_max_n, "source": source_max_n}
+        measured = {name: fn for name, fn in impls.items() if n <= limit.get(name, n)}
+        once = {name for name in measured if name in limit and n > SLOW_REPEATED_UP_TO}
+        seconds = {}
+        for name in once:
+            seconds |= _time({name: measured[name]}, make_input, 1)
+        interleaved = {name: fn for name, fn in measured.items() if name not in once}
+        seconds |= _time(interleaved, make_input, repeats)
+        for name in (name for name in impls if name in seconds):
+            fn = impls[name]
             out = np.asarray(fn(check))
             error = float(np.abs(out - expected).max())
-            reps = 1 if name in ("reference", "source") and n >= 1024 else repeats
-            seconds = _time(fn, make_input, reps)
             peak = None if name == "torch" else _peak_bytes(fn, make_input())
-            row = {"n": n, "impl": name, "seconds": seconds, "peak_bytes": peak,
-                   "max_abs_error_vs_fast": error, "gflops": flops / seconds / 1e9,
-                   "fraction_of_gemm_peak": flops / seconds / 1e9 / gemm}
+            row = {"n": n, "impl": name, "seconds": seconds[name], "peak_bytes": peak,
+                   "max_abs_error_vs_fast": error, "gflops": flops / seconds[name] / 1e9,
+                   "fraction_of_gemm_peak": flops / seconds[name] / 1e9 / gemm}
             results.append(row)
-            log(f"n={n:5d} {name:9s} {seconds * 1e3:10.2f} ms  "
+            log(f"n={n:5d} {name:9s} {seconds[name] * 1e3:10.2f} ms  "
                 f"peak {'-' if peak is None else f'{peak / 2**20:8.1f} MiB'}  "
                 f"{row['gflops']:6.1f} GFLOP/s ({row['fraction_of_gemm_peak']:.0%} of GEMM)")
     by = {(r["n"], r["impl"]): r["seconds"] for r in results}

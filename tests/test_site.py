@@ -420,6 +420,8 @@ def test_build_time_katex_renders_and_refuses_bad_tex():
                         '<div class="arithmatex">\\[a &lt; b\\]</div>', "x.md")
     assert out.count('data-katex="done"') == 2 and 'class="katex-display"' in out
     assert "\\sqrt" not in out.split("<annotation")[0]  # typeset, not left as source
+    with pytest.raises(PluginError, match=r"x\.md: maths with the control character '\\t'"):
+        katex.typeset('<span class="arithmatex">\\(n \timesn\\)</span>', "x.md")
     with pytest.raises(PluginError, match=r"x\.md: KaTeX cannot typeset '\\\\frac\{1\}'"):
         katex.typeset('<span class="arithmatex">\\(\\frac{1}\\)</span>', "x.md")
 
@@ -444,3 +446,13 @@ def test_search_index_holds_tex_source_not_katex_markup(site):
     and a reader can find a formula by its TeX (d_k)."""
     index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
     assert "katex-mathml" not in index and "\\\\sqrt{d_k}" in index
+
+
+def test_page_sources_hold_no_control_characters():
+    """A Python string that lost a backslash ("\times" -> tab + "imes") must not reach a page."""
+    sources = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
+               *sorted((ROOT / "docs").rglob("*.ipynb"))]
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        bad = re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text)
+        assert bad is None, f"{path}: {bad.group(0)!r} at line {text[:bad.start()].count(chr(10)) + 1}"

@@ -49,6 +49,12 @@ BENCH_HEADERS = {
     "en": ("n", "implementation", "time (ms, median)", "peak memory (MiB)", "GFLOP/s",
            "of GEMM peak"),
 }
+BENCH_LONG = {
+    "zh": "n = {n}（{h} 个注意力头，d_k = {d_k}）时，`chunked_attention` 除输出外的内存峰值为 "
+          "{extra:.1f} MiB；同样的 {h} 张 n × n 分数矩阵光存下来就要 {dense:.0f} GiB。",
+    "en": "At n = {n} ({h} heads, d_k = {d_k}), `chunked_attention` peaked at {extra:.1f} MiB "
+          "beyond its output; the {h} dense n × n score matrices alone would take {dense:.0f} GiB.",
+}
 BENCH_RATIOS = {
     "zh": {"source_over_fast": "原文的类 / mha", "fast_over_torch": "mha / PyTorch",
            "chunked_over_fast": "分块 / 快速"},
@@ -72,6 +78,12 @@ def benchmark_table(lang: str) -> str:
         parts = [f"{BENCH_RATIOS[lang][k]} = {v:.2f}" for k, v in line.items() if k != "n"]
         if parts:
             ratios.append(f"- n = {line['n']}: " + ", ".join(parts))
+    long = data.get("long_sequence")
+    if long:
+        ratios.append("\n" + BENCH_LONG[lang].format(
+            n=long["n"], h=long["h"], d_k=long["d_k"],
+            extra=long["chunked_peak_extra_bytes"] / 2**20,
+            dense=long["dense_scores_bytes"] / 2**30))
     v = data["versions"]
     machine = (f"{data['date'][:10]} · {data['machine']['platform']} · "
                f"{data['machine']['cpu_count']} CPU · Python {v['python']} · NumPy {v['numpy']}"

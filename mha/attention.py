@@ -121,23 +121,36 @@ def _softmax_last_axis_inplace(x: np.ndarray) -> None:
     _map_rows(_softmax_rows, x.reshape(-1, x.shape[-1]))  # a view: x is C-contiguous
 
 
-def _map_rows(func, *arrays: np.ndarray) -> list:
-    """``func(*row_slices)`` over 2-D arrays with the same number of rows, split by rows.
+#: Rows are handed to `_map_rows`'s function in pieces of about this many bytes (of the first
+#: array), so that its passes over a piece (max, subtract, exp, sum, ...) run in cache.
+_PIECE_BYTES = 1 << 20
 
-    Small inputs run in the calling thread; above `_PARALLEL_MIN_SIZE` entries (in the first
-    array) the rows are cut into one range per thread and run on a shared pool. Returns the
-    results of the calls in row order and re-raises the first exception of a call.
+
+def _map_rows(func, *arrays: np.ndarray) -> list:
+    """``func(*row_slices)`` over 2-D arrays with the same number of rows, piece by piece.
+
+    The rows are cut into pieces of about `_PIECE_BYTES` (so that the element-wise passes
+    ``func`` makes over a piece stay in the CPU's cache); above `_PARALLEL_MIN_SIZE` entries
+    the pieces are shared out between threads, one contiguous range each, on a shared pool.
+    Returns every call's result, in row order; the first exception of a call is re-raised.
     """
     global _pool
-    n_rows = arrays[0].shape[0]
+    first = arrays[0]
+    n_rows = first.shape[0]
+    piece = max(1, _PIECE_BYTES // max(1, first.itemsize * first[0].size)) if n_rows else 1
+
+    def run(start: int, stop: int) -> list:
+        return [func(*(a[i:min(i + piece, stop)] for a in arrays))
+                for i in range(start, stop, piece)]
+
     workers = _threads()
-    if arrays[0].size < _PARALLEL_MIN_SIZE or workers == 1 or n_rows < 2 * workers:
-        return [func(*arrays)]
+    if first.size < _PARALLEL_MIN_SIZE or workers == 1 or n_rows < 2 * workers:
+        return run(0, n_rows)
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mha-rows")
     bounds = np.linspace(0, n_rows, workers + 1).astype(int)
-    ranges = list(zip(bounds[:-1], bounds[1:]))
-    return list(_pool.map(lambda r: func(*(a[r[0]:r[1]] for a in arrays)), ranges))
+    results = _pool.map(lambda b: run(*b), zip(bounds[:-1], bounds[1:]))
+    return [r for part in results for r in part]
 
 
 def _check_q_k(q, k):

@@ -2,6 +2,8 @@
 
     python -m mha.bench                  # n = 256, 1024, 4096 (a few minutes)
     python -m mha.bench --quick          # n = 256, 1024, fewer repeats (under a minute)
+
+The full run also measures the chunked path's peak extra memory on one sequence of n = 16384.
     python -m mha.bench --save benchmarks/results.json
 
 Measured in one process on the same float32 inputs (d_model = 512, h = 8 by default):
@@ -159,9 +161,34 @@ def _peak_bytes(fn, x) -> int:
 SLOW_REPEATED_UP_TO = 1024
 
 
+def long_sequence_memory(n: int = 16384, h: int = 8, d_k: int = 64, dtype=np.float32,
+                         block_size: int = 512) -> dict:
+    """Peak extra memory of `mha.chunked_attention` on one long sequence, beside the dense size.
+
+    ``q``, ``k`` and ``v`` ``(h, n, d_k)`` are made before tracing starts; the peak that
+    ``tracemalloc`` sees during the call, minus the output (which any method must return), is
+    the extra memory. The plain path would need ``h`` score matrices of ``n x n`` at least.
+    """
+    from .chunked import chunked_attention
+
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((h, n, d_k), dtype=np.float32).astype(dtype) for _ in range(3))
+    start = time.perf_counter()
+    tracemalloc.start()
+    try:
+        out = chunked_attention(q, k, v, block_size=block_size)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return {"n": n, "h": h, "d_k": d_k, "block_size": block_size,
+            "chunked_peak_extra_bytes": peak - out.nbytes,
+            "dense_scores_bytes": h * n * n * np.dtype(dtype).itemsize,
+            "seconds_under_tracemalloc": time.perf_counter() - start}
+
+
 def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 5,
         dtype=np.float32, skip=(), reference_max_n: int = 64, source_max_n: int = 4096,
-        log=print) -> dict:
+        long_n: int | None = 16384, log=print) -> dict:
     """Run the benchmark and return its results as a JSON-ready dict."""
     dtype = np.dtype(dtype)
     layer = MultiHeadAttention(d_model, h, seed=0)
@@ -212,6 +239,12 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
         ratios.append(line)
         log("ratios " + ", ".join(f"{k} {v:.2f}" for k, v in line.items() if k != "n")
             + f"  (n={n})")
+    long = None
+    if long_n:
+        long = long_sequence_memory(long_n, h, d_model // h, dtype)
+        log(f"n={long_n} chunked peak extra memory {long['chunked_peak_extra_bytes'] / 2**20:.1f} "
+            f"MiB (tracemalloc, output excluded); the {h} dense n x n score matrices alone: "
+            f"{long['dense_scores_bytes'] / 2**30:.1f} GiB")
     versions = {"python": platform.python_version(), "numpy": np.__version__}
     try:
         import torch
@@ -223,7 +256,7 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
         "machine": {"platform": platform.platform(), "processor": platform.machine(),
                     "cpu_count": os.cpu_count()},
         "versions": versions, "d_model": d_model, "h": h, "dtype": dtype.name,
-        "gemm_gflops": gemm, "results": results, "ratios": ratios,
+        "gemm_gflops": gemm, "results": results, "ratios": ratios, "long_sequence": long,
     }
 
 
@@ -232,6 +265,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="n = 256 and 1024, 3 repeats")
     parser.add_argument("--sizes", type=int, nargs="+", help="sequence lengths")
     parser.add_argument("--repeats", type=int, help="timed repeats per size")
+    parser.add_argument("--long-n", type=int, default=16384,
+                        help="n of the chunked path's long-sequence memory run (0: skip; "
+                             "skipped by --quick)")
     parser.add_argument("--save", help="write the results as JSON to this path")
     args = parser.parse_args(argv)
     # NumPy's BLAS threads and PyTorch's OpenMP threads share the cores; threads that spin
@@ -240,8 +276,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     sizes = args.sizes or ((256, 1024) if args.quick else (256, 1024, 4096))
     repeats = args.repeats or (3 if args.quick else 7)
-    results = run(sizes=sizes, repeats=repeats,
-                  source_max_n=1024 if args.quick else 4096)
+    results = run(sizes=sizes, repeats=repeats, source_max_n=1024 if args.quick else 4096,
+                  long_n=None if args.quick else args.long_n)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

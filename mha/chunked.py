@@ -106,9 +106,9 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     exponents are taken relative to 0 instead, so no $-\infty - (-\infty)$ ever occurs).
 
     Per step only one tile of scores, ``(..., block_size, block_size)``, exists, beside the
-    running $m$, shape ``(..., block_size, 1)``, and $[o, \ell]$, shape
-    ``(..., block_size, d_v + 1)``. The code multiplies each tile of $e^{s - m}$ by the values
-    with a column of ones appended, $[v_j, 1]$, so one matmul gives both sums of the updates.
+    running $m$ and $\ell$, shape ``(..., block_size, 1)``, and $o$, shape
+    ``(..., block_size, d_v)``. The element-wise work on a tile (its maximum, $e^{s - m}$ and
+    the sum for $\ell$) runs on several threads, a range of rows each.
     With ``causal`` only the tiles on or below the diagonal are computed: $b(b+1)/2$ of $b^2$
     for $b$ blocks.
 
@@ -164,9 +164,7 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     n_s, n_o = int(np.prod(score_batch)), int(np.prod(batch))  # batch sizes, flattened
     tile = min(block_size, n_q) * min(block_size, n_k)
     s_buf = np.empty(n_s * tile, dtype)  # one tile's scores, then exp(scores - m)
-    pv_buf = np.empty(n_o * min(block_size, n_q) * (d_v + 1), dtype)  # one tile's p @ [v, 1]
-    n_v = int(np.prod(v.shape[:-2]))
-    v1_buf = np.empty(n_v * min(block_size, n_k) * (d_v + 1), dtype)  # one key block's [v, 1]
+    pv_buf = np.empty(n_o * min(block_size, n_q) * d_v, dtype)  # one tile's p @ v
 
     n_q_blocks, n_k_blocks = -(-n_q // block_size), -(-n_k // block_size)
     visited = masked = 0
@@ -177,9 +175,10 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
         m = np.full(score_batch + (nq, 1), neg_inf, dtype)  # running max of the scores
         m_new = np.empty_like(m)  # (..., nq, 1)
         alpha = np.empty_like(m)  # (..., nq, 1): exp(m - m_new), rescales the old sums
-        # Running sums [o, l]: o = sum_j exp(s_j - m) v_j in the first d_v columns and
-        # l = sum_j exp(s_j - m) in the last one.
-        o_l = np.zeros(batch + (nq, d_v + 1), dtype)  # (..., nq, d_v + 1)
+        l_tile = np.empty_like(m)  # (..., nq, 1): sum_j p_j over one tile
+        # Running sums: o = sum_j exp(s_j - m) v_j and l = sum_j exp(s_j - m).
+        o = np.zeros(batch + (nq, d_v), dtype)  # (..., nq, d_v)
+        l_sum = np.zeros_like(m)  # (..., nq, 1)
         for k0 in range(0, n_k, block_size):
             k1 = min(k0 + block_size, n_k)
             # Lowest and highest key of this block that some query of the block may see.
@@ -199,25 +198,22 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
             # The online-softmax step, element-wise over the tile: split by rows across threads
             # (NumPy's ufuncs run on one core; BLAS is idle meanwhile).
             finite = _map_rows(_online_softmax_step, s.reshape(-1, nk), m.reshape(-1, 1),
-                               m_new.reshape(-1, 1), alpha.reshape(-1, 1))
+                               m_new.reshape(-1, 1), alpha.reshape(-1, 1),
+                               l_tile.reshape(-1, 1))
             if not all(finite):
                 raise ValueError(
                     f"the attention scores overflowed to inf: the inputs are too large for "
                     f"{dtype} (scale them down, or compute in float64); q {q.shape}, k {k.shape}"
                 )
-            # The values with a column of ones: p @ [v, 1] gives sum_j p_j v_j and, in its last
-            # column, sum_j p_j, so one matmul updates both o and l.
-            v_1 = v1_buf[: n_v * nk * (d_v + 1)].reshape(v.shape[:-2] + (nk, d_v + 1))
-            v_1[..., :d_v] = v[..., k0:k1, :]
-            v_1[..., d_v] = 1
-            pv = pv_buf[: n_o * nq * (d_v + 1)].reshape(batch + (nq, d_v + 1))
-            np.matmul(s, v_1, out=pv)  # (..., nq, nk) x (..., nk, d_v + 1)
-            o_l *= alpha
-            o_l += pv  # o = alpha o + sum_j p_j v_j,  l = alpha l + sum_j p_j
+            pv = pv_buf[: n_o * nq * d_v].reshape(batch + (nq, d_v))
+            np.matmul(s, v[..., k0:k1, :], out=pv)  # (..., nq, nk) x (..., nk, d_v)
+            o *= alpha
+            o += pv  # o = alpha o + sum_j p_j v_j
+            l_sum *= alpha
+            l_sum += l_tile  # l = alpha l + sum_j p_j
             m, m_new = m_new, m
         # output = o / l; a query that saw no key (l = 0) keeps its zeros.
-        l_sum = o_l[..., d_v:]  # (..., nq, 1)
-        np.divide(o_l[..., :d_v], l_sum, out=output[..., q0:q1, :], where=l_sum > 0)
+        np.divide(o, l_sum, out=output[..., q0:q1, :], where=l_sum > 0)
 
     if not return_stats:
         return output
@@ -226,12 +222,12 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     return output, stats
 
 
-def _online_softmax_step(s, m, m_new, alpha) -> bool:
+def _online_softmax_step(s, m, m_new, alpha, l_tile) -> bool:
     """One tile's update of the running maximum, for a range of its rows, in place.
 
     ``s`` ``(rows, nk)`` holds the tile's scores and becomes ``p = exp(s - m_new)``; ``m``
-    ``(rows, 1)`` is the running maximum so far, ``m_new`` receives ``max(m, max_j s)`` and
-    ``alpha`` ``exp(m - m_new)``. While a row has seen no key (``m_new = -inf``) the exponents
+    ``(rows, 1)`` is the running maximum so far, ``m_new`` receives ``max(m, max_j s)``,
+    ``alpha`` ``exp(m - m_new)`` and ``l_tile`` the row sums of ``p``. While a row has seen no key (``m_new = -inf``) the exponents
     are taken relative to 0, so ``p`` and ``alpha`` are 0 and no ``-inf - (-inf)`` occurs.
     Returns False if a score overflowed to +inf (the caller raises).
     """
@@ -244,6 +240,7 @@ def _online_softmax_step(s, m, m_new, alpha) -> bool:
     np.exp(alpha, out=alpha)  # exp(m_old - m_new) <= 1; 0 on the first visible block
     np.subtract(s, shift, out=s)
     np.exp(s, out=s)  # p = exp(s - m_new), each <= 1
+    np.sum(s, axis=1, keepdims=True, out=l_tile)  # while the rows are still in cache
     return True
 
 

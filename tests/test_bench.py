@@ -18,7 +18,7 @@ def test_source_document_class_computes_the_same_attention_in_float64():
 
 def test_benchmark_runs_and_every_implementation_agrees(tmp_path):
     lines = []
-    results = run(sizes=(16,), d_model=32, h=4, repeats=1, reference_max_n=16,
+    results = run(sizes=(16,), d_model=32, h=4, repeats=1, reference_max_n=16, long_n=2048,
                   log=lines.append)
     names = {r["impl"] for r in results["results"]}
     assert {"source", "reference", "fast"} <= names
@@ -26,7 +26,10 @@ def test_benchmark_runs_and_every_implementation_agrees(tmp_path):
         assert row["max_abs_error_vs_fast"] < 1e-3, row
         assert row["seconds"] > 0
     assert any("ratios" in line for line in lines)
+    long = results["long_sequence"]  # the chunked path on one longer sequence: memory only
+    assert long["n"] == 2048 and long["dense_scores_bytes"] == 4 * 2048 * 2048 * 4
+    assert 0 < long["chunked_peak_extra_bytes"] < long["dense_scores_bytes"]
     path = tmp_path / "results.json"
-    assert main(["--sizes", "16", "--repeats", "1", "--save", str(path)]) == 0
+    assert main(["--sizes", "16", "--repeats", "1", "--long-n", "0", "--save", str(path)]) == 0
     saved = json.loads(path.read_text())
     assert saved["machine"]["cpu_count"] and saved["versions"]["numpy"] == np.__version__

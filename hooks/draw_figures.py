@@ -14,7 +14,10 @@ are cached the same way; ``hooks/markers.py`` puts each one where a page has its
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,34 +51,57 @@ def write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
+def make(kind: str, name: str, lang: str) -> bytes:
+    """One figure (SVG) or table (Markdown) of ``mha.plots`` in one language."""
+    from mha.plots import FIGURES, TABLES
+    from mha.plots._style import render_svg
+
+    if kind == "svg":
+        return render_svg(FIGURES[name](lang))
+    return TABLES[name](lang).encode("utf-8")
+
+
+def make_into_cache(job: tuple[str, str, Path]) -> None:
+    """Make every language of one figure or table into its cache folder (a worker's job)."""
+    kind, name, folder = job
+    from mha.plots import LANGUAGES
+
+    for lang in LANGUAGES:
+        cached = folder / lang / f"{name}.{kind}"
+        if not cached.exists():
+            write_if_changed(cached, make(kind, name, lang))
+
+
 def main() -> int:
     sys.path.insert(0, str(ROOT))
     from mha.plots import DEPENDS, FIGURES, LANGUAGES, TABLES
-    from mha.plots._style import render_svg
 
     if set(DEPENDS) != set(FIGURES) | set(TABLES):
         raise SystemExit(f"mha.plots: DEPENDS and FIGURES + TABLES list different names: "
                          f"{sorted(set(DEPENDS) ^ (set(FIGURES) | set(TABLES)))}")
-    drawn, written = 0, 0
-    for name, make in FIGURES.items():
-        key = figure_key(name, DEPENDS[name])
+    outputs = {"svg": lambda lang, name: DOCS / lang / "figures" / f"{name}.svg",
+               "md": lambda lang, name: TABLES_OUT / lang / f"{name}.md"}
+    items = [("svg", name) for name in FIGURES] + [("md", name) for name in TABLES]
+    folders = {name: CACHE / figure_key(name, DEPENDS[name]) for _, name in items}
+    jobs = [(kind, name, folders[name]) for kind, name in items
+            if not all((folders[name] / lang / f"{name}.{kind}").exists() for lang in LANGUAGES)]
+    # A cold build draws every figure: share them out between the cores (each worker imports
+    # mha and matplotlib once; the output does not depend on which process drew it).
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers > 1:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=sys.path.insert, initargs=(0, str(ROOT))) as pool:
+            list(pool.map(make_into_cache, jobs))
+    else:
+        for job in jobs:
+            make_into_cache(job)
+    written = 0
+    for kind, name in items:
         for lang in LANGUAGES:
-            cached = CACHE / key / lang / f"{name}.svg"
-            if not cached.exists():
-                write_if_changed(cached, render_svg(make(lang)))
-                drawn += 1
-            written += write_if_changed(DOCS / lang / "figures" / f"{name}.svg",
-                                        cached.read_bytes())
-    for name, make in TABLES.items():
-        key = figure_key(name, DEPENDS[name])
-        for lang in LANGUAGES:
-            cached = CACHE / key / lang / f"{name}.md"
-            if not cached.exists():
-                write_if_changed(cached, make(lang).encode("utf-8"))
-                drawn += 1
-            written += write_if_changed(TABLES_OUT / lang / f"{name}.md", cached.read_bytes())
+            written += write_if_changed(outputs[kind](lang, name),
+                                        (folders[name] / lang / f"{name}.{kind}").read_bytes())
     print(f"{len(FIGURES)} figures and {len(TABLES)} tables x {len(LANGUAGES)} languages: "
-          f"{drawn} drawn, {written} files updated")
+          f"{len(jobs) * len(LANGUAGES)} drawn, {written} files updated")
     return 0
 
 

@@ -456,3 +456,9 @@ def test_page_sources_hold_no_control_characters():
         text = path.read_text(encoding="utf-8")
         bad = re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text)
         assert bad is None, f"{path}: {bad.group(0)!r} at line {text[:bad.start()].count(chr(10)) + 1}"
+
+
+def test_compiled_templates_are_kept_for_the_next_build(site):
+    """hooks/jinja_cache.py: the theme's and mkdocstrings' compiled templates are stored."""
+    cached = list((ROOT / ".cache" / "jinja").glob("__jinja2_*.cache"))
+    assert len(cached) >= 20, len(cached)

@@ -328,6 +328,7 @@ def test_notebooks_are_cached_per_language_and_rerun_when_mha_changes(site, tmp_
     class Config(dict):
         plugins = SimpleNamespace(get=lambda name: jupyter)
 
+    notebooks._start_in_background = lambda config, jupyter: None  # no notebooks to run here
     notebooks.on_pre_build(Config(theme={"language": "en"}))
     assert jupyter.config["cache_dir"].endswith(f"{notebooks.mha_fingerprint()}/en")
 
@@ -462,3 +463,41 @@ def test_compiled_templates_are_kept_for_the_next_build(site):
     """hooks/jinja_cache.py: the theme's and mkdocstrings' compiled templates are stored."""
     cached = list((ROOT / ".cache" / "jinja").glob("__jinja2_*.cache"))
     assert len(cached) >= 20, len(cached)
+
+
+BACKGROUND_RENDER = """
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+from mkdocs.config import load_config
+from mkdocs_jupyter.plugin import _compute_cache_key, _get_cache_path
+sys.path.insert(0, "hooks")
+import notebooks
+out = Path(sys.argv[1])
+notebooks._cache_dir = lambda language: out / language
+config = load_config("mkdocs.yml")
+jupyter = config.plugins["mkdocs-jupyter"]
+notebooks._start_in_background(config, jupyter)
+notebooks.on_pre_page(SimpleNamespace(file=SimpleNamespace(src_uri="en/x.ipynb")), config, None)
+found = {}
+for lang in ("zh", "en"):
+    notebook = Path("docs") / lang / "python-demo.ipynb"
+    key = _compute_cache_key(str(notebook), jupyter.config, jupyter.config["execute"])
+    found[lang] = json.loads(_get_cache_path(out / lang, key).read_text(encoding="utf-8"))
+print(json.dumps({"left": len(notebooks._background), "found": found}))
+"""
+
+
+def test_notebooks_are_rendered_in_the_background_into_mkdocs_jupyters_cache(tmp_path):
+    """hooks/notebooks.py renders every language's notebook ahead of the pages (while the
+    figures are drawn), into the cache entries mkdocs-jupyter then finds: same key, same content
+    shape. (In a subprocess: the kernel client's sockets outlive a test's warning filters.)"""
+    result = subprocess.run([sys.executable, "-c", BACKGROUND_RENDER, str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True,
+                            env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["left"] == 0  # the notebook page waited for the thread
+    for lang in LANGS:
+        entry = report["found"][lang]
+        assert "jp-Cell" in entry["content"] and entry["toc_tokens"], lang

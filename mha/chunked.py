@@ -227,8 +227,9 @@ def _online_softmax_step(s, m, m_new, alpha, l_tile) -> bool:
 
     ``s`` ``(rows, nk)`` holds the tile's scores and becomes ``p = exp(s - m_new)``; ``m``
     ``(rows, 1)`` is the running maximum so far, ``m_new`` receives ``max(m, max_j s)``,
-    ``alpha`` ``exp(m - m_new)`` and ``l_tile`` the row sums of ``p``. While a row has seen no key (``m_new = -inf``) the exponents
-    are taken relative to 0, so ``p`` and ``alpha`` are 0 and no ``-inf - (-inf)`` occurs.
+    ``alpha`` ``exp(m - m_new)`` and ``l_tile`` the row sums of ``p``. While a row has seen no
+    key (``m_new = -inf``) the exponents are taken relative to 0, so ``p`` and ``alpha`` are 0
+    and no ``-inf - (-inf)`` occurs.
     Returns False if a score overflowed to +inf (the caller raises).
     """
     np.max(s, axis=1, keepdims=True, out=m_new)  # (rows, 1)

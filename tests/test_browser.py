@@ -5,6 +5,9 @@ Pages serves it, by ``scripts/serve_site.py``. The tests check what a reader get
 without console errors, KaTeX typeset every formula, the figures load and have alt text, the
 language switcher keeps the page, search finds the chapter in Chinese and in English, the copy
 button copies the code, no request leaves 127.0.0.1, and no page scrolls sideways on a phone.
+Material's script waits for the reader's first interaction (overrides/main.html): before it the
+page is complete (palette, search box, tables in their scrolling boxes), it arrives on the first
+pointer move without moving anything on the page, and a palette toggled before it stays toggled.
 
 With ``SCREENSHOT_DIR`` set, the chapter is also photographed in both languages, light and
 dark, and at phone width, into that folder.
@@ -39,6 +42,13 @@ COPY_BUTTON = ".md-clipboard, .md-code__button[data-md-type=copy]"
 #: Every request URL that any page made, across all tests (checked by the last test).
 REQUESTS: list[str] = []
 KATEX_DONE = "() => !document.querySelector('.arithmatex:not([data-katex])')"
+#: Material's bundle has run (it sets window.component$) and mounted the page (copy buttons).
+MATERIAL_READY = "() => window.component$ !== undefined && !document.querySelector('html.no-js')"
+#: Every layout shift the page has had, recorded from the start (buffered).
+RECORD_SHIFTS = """() => { window.__shifts = [];
+    new PerformanceObserver(list => list.getEntries().forEach(e => window.__shifts.push(
+        {value: e.value, sources: (e.sources || []).map(s => s.node ? s.node.nodeName + '.' +
+         (s.node.className || '') : '?')}))).observe({type: 'layout-shift', buffered: true}); }"""
 
 
 def _load_serve_site():
@@ -120,9 +130,16 @@ class Visit:
         page.on("response", lambda response: response.status >= 400 and self.errors.append(
             f"HTTP {response.status}: {response.url}"))
         self.response = page.goto(url, wait_until="load")
-        page.wait_for_function(KATEX_DONE)  # KaTeX typesets on Material's document$
-        if settle:  # what the page fetches after loading (search index, …) fails loudly too
+        page.wait_for_function(KATEX_DONE)  # typeset at build time: no script needed
+        if settle:  # a reader's first move: Material's script runs and fetches the search index
+            interact(page)
             page.wait_for_load_state("networkidle")
+
+
+def interact(page) -> None:
+    """Move the pointer over the page, as a reader does first, and wait for Material's script."""
+    page.mouse.move(200, 300)
+    page.wait_for_function(MATERIAL_READY)
 
 
 @pytest.fixture(scope="module")
@@ -256,9 +273,110 @@ def test_language_switcher_keeps_the_page(new_context, base_url):
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_dark_palette_follows_the_system(new_context, base_url, lang):
+    """Before any script of Material's (no interaction yet): the page is dark, and the one toggle
+    shown is the one that switches to light."""
     visit = Visit(new_context(color_scheme="dark"), base_url + LANGUAGES[lang]["chapter"])
-    assert visit.page.locator("body").get_attribute("data-md-color-scheme") == "slate"
-    screenshot(visit.page, f"scores-{lang}-dark")
+    page = visit.page
+    assert page.evaluate("window.component$ === undefined")  # Material's script has not run
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "slate"
+    toggles = page.locator("form[data-md-component=palette] label:not([hidden])")
+    assert toggles.count() == 1
+    assert toggles.get_attribute("for") == "__palette_0"  # to the light palette
+    screenshot(page, f"scores-{lang}-dark")
+
+
+#: Where every element of the page's frame and article is (document coordinates).
+BOXES = """() => [...document.querySelectorAll(
+        '.md-header__inner > *, article > *, article table, .md-footer *')].map(e => {
+    const r = e.getBoundingClientRect();
+    return [e.tagName, e.className, Math.round(r.left), Math.round(r.top + scrollY),
+            Math.round(r.width), Math.round(r.height)];
+})"""
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("which", ["chapter", "glossary"])
+@pytest.mark.parametrize("device", ["phone", "desktop"])
+def test_material_waits_for_the_reader_and_moves_nothing(new_context, base_url, lang, which,
+                                                         device):
+    """Until the reader's first move Material's script is not even requested, yet the page is
+    complete (search box, tables in their scrolling boxes); when it arrives nothing on the page
+    moves, and every table is wrapped exactly once."""
+    path = {"chapter": LANGUAGES[lang]["chapter"],
+            "glossary": ("en/" if lang == "en" else "") + "glossary/"}[which]
+    context = new_context(**(PHONE if device == "phone" else {}))
+    visit = Visit(context, base_url + path)
+    page = visit.page
+    page.evaluate(RECORD_SHIFTS)
+    page.wait_for_timeout(300)
+    requested = page.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+    assert [url for url in requested if "/javascripts/" in url] == []
+    assert page.evaluate("window.component$ === undefined")
+    search = ("label.md-header__button[for=__search]" if device == "phone"
+              else "input.md-search__input")
+    assert page.locator(search).is_visible()
+    tables = page.locator("article table:not([class])").count()
+    assert page.locator(".md-typeset__scrollwrap > .md-typeset__table > table").count() == tables
+    if which == "glossary":
+        assert tables >= 1
+    before = page.evaluate(BOXES)
+    shifts_before = len(page.evaluate("window.__shifts"))
+
+    interact(page)
+    page.wait_for_timeout(300)
+    assert page.evaluate(BOXES) == before
+    assert page.evaluate("window.__shifts")[shifts_before:] == []
+    assert page.locator(".md-typeset__table .md-typeset__table").count() == 0
+    assert page.locator(".md-typeset__scrollwrap > .md-typeset__table > table").count() == tables
+    if which == "chapter":  # the glossary has no code
+        assert page.locator(f"article :is({COPY_BUTTON})").count() > 0
+    assert visit.errors == []
+
+
+def test_palette_toggled_before_material_stays_toggled(new_context, base_url):
+    """A click on the palette toggle that comes before Material's script switches the palette
+    and stores it as Material does: Material keeps it when it arrives, and so does the next page."""
+    visit = Visit(new_context(), base_url + LANGUAGES["zh"]["chapter"])
+    page = visit.page
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "default"
+    # A click without pointer events: Material's script stays away, our fallback switches.
+    page.locator("form[data-md-component=palette] label:not([hidden])").dispatch_event("click")
+    assert page.evaluate("window.component$ === undefined")
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "slate"
+    assert page.locator("form[data-md-component=palette] label:not([hidden])").get_attribute(
+        "for") == "__palette_0"
+    interact(page)
+    page.wait_for_timeout(300)
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "slate"
+    page.goto(base_url + LANGUAGES["zh"]["home"], wait_until="load")
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "slate"
+    assert visit.errors == []
+
+
+def test_a_shortcut_pressed_before_material_still_works(new_context, base_url):
+    """The reader's first key brings Material's script and is handed to it: "s" opens search."""
+    visit = Visit(new_context(), base_url + LANGUAGES["en"]["chapter"])
+    page = visit.page
+    assert page.evaluate("window.component$ === undefined")
+    page.keyboard.press("s")
+    page.wait_for_function(MATERIAL_READY)
+    page.wait_for_function("() => document.getElementById('__search').checked")
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_annotated_code_gets_material_at_once(new_context, base_url, lang):
+    """The Python walkthrough annotates its code ("# (1)!"): there Material's script runs before
+    the first paint, as Material ships it, and each annotation marker has a name."""
+    visit = Visit(new_context(), base_url + ("en/" if lang == "en" else "") + "python/")
+    page = visit.page
+    page.wait_for_function(MATERIAL_READY)  # with no interaction at all
+    markers = page.locator("a.md-annotation__index")
+    assert markers.count() >= 9
+    word = "Annotation" if lang == "en" else "注释"
+    labels = markers.evaluate_all("links => links.map(a => a.getAttribute('aria-label'))")
+    assert labels[:3] == [f"{word} 1", f"{word} 2", f"{word} 3"]
+    assert visit.errors == []
 
 
 def test_no_page_scrolls_sideways_on_a_phone(new_context, site):
@@ -271,8 +389,9 @@ def test_no_page_scrolls_sideways_on_a_phone(new_context, site):
     page = context.new_page()
     overflowing = {}
     for path in pages:
-        # Scripts are deferred: at DOMContentLoaded KaTeX has run. Figures cannot widen the
-        # page (max-width: 100%), so there is no need to wait for every image and font.
+        # Maths is typeset at build time, and Material's script (not loaded: nobody moves here)
+        # moves nothing when it comes (test above). Figures cannot widen the page
+        # (max-width: 100%), so there is no need to wait for every image and font.
         response = page.goto(base_url + path, wait_until="domcontentloaded")
         assert response.status == 200, path
         page.wait_for_function(KATEX_DONE)

@@ -20,9 +20,15 @@ def _bytecode_cache() -> FileSystemBytecodeCache:
     return FileSystemBytecodeCache(str(CACHE))
 
 
+def on_nav(nav, config, files):
+    """The API reference's templates. Pages are rendered from Markdown (mkdocstrings at work)
+    after this event and before ``on_env``; the handler is made here, then reused."""
+    mkdocstrings = config.plugins.get("mkdocstrings")
+    if mkdocstrings is not None:
+        mkdocstrings.handlers.get_handler("python").env.bytecode_cache = _bytecode_cache()
+    return nav
+
+
 def on_env(env, config, files):
     env.bytecode_cache = _bytecode_cache()  # the theme's templates
-    mkdocstrings = config.plugins.get("mkdocstrings")
-    if mkdocstrings is not None:  # the API reference's templates (its handler made now)
-        mkdocstrings.handlers.get_handler("python").env.bytecode_cache = _bytecode_cache()
     return env

@@ -99,11 +99,18 @@ def page_language(page, config) -> str:
     return lang
 
 
+_jieba_words: set[str] = set()  # added in this process (mkdocs serve keeps the module)
+
+
 def on_config(config):
     import jieba
 
+    # Each word once per process: jieba adds a word's frequency to its total every time, which
+    # would shift every later cut a little on each rebuild under mkdocs serve.
     for entry in load_terms().values():
-        jieba.add_word(entry.zh)
+        if entry.zh not in _jieba_words:
+            jieba.add_word(entry.zh)
+            _jieba_words.add(entry.zh)
     return config
 
 

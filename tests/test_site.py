@@ -27,6 +27,18 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 # ---- reading the sources -----------------------------------------------------------------------
 
+
+def import_hook(name: str):
+    """The hook module hooks/<name>.py, imported as MkDocs imports it (its folder on sys.path)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+
+
 def pages(lang: str) -> list[str]:
     return sorted(p.relative_to(DOCS / lang).as_posix()
                   for p in (DOCS / lang).rglob("*") if p.suffix in (".md", ".ipynb"))
@@ -272,11 +284,7 @@ def test_chinese_search_keeps_terms_whole(site):
 
 
 def test_unknown_marker_fails_the_build():
-    sys.path.insert(0, str(ROOT / "hooks"))
-    try:
-        import markers
-    finally:
-        sys.path.remove(str(ROOT / "hooks"))
+    markers = import_hook("markers")
     from mkdocs.exceptions import PluginError
 
     page = SimpleNamespace(file=SimpleNamespace(src_uri="zh/x.md", locale="zh"))
@@ -318,11 +326,7 @@ def test_notebooks_are_cached_per_language_and_rerun_when_mha_changes(site, tmp_
         assert f"Cache hit: {DOCS / lang / 'python-demo.ipynb'}" in log, log[-2000:]
     assert "Converting notebook" not in log
     # ...and the cache folder is keyed on mha's sources and the language.
-    sys.path.insert(0, str(ROOT / "hooks"))
-    try:
-        import notebooks
-    finally:
-        sys.path.remove(str(ROOT / "hooks"))
+    notebooks = import_hook("notebooks")
     jupyter = SimpleNamespace(config={})
 
     class Config(dict):
@@ -410,11 +414,7 @@ def test_front_matter_parses_and_no_line_turns_into_a_stray_heading(lang):
 
 
 def test_build_time_katex_renders_and_refuses_bad_tex():
-    sys.path.insert(0, str(ROOT / "hooks"))
-    try:
-        import katex
-    finally:
-        sys.path.remove(str(ROOT / "hooks"))
+    katex = import_hook("katex")
     from mkdocs.exceptions import PluginError
 
     out = katex.typeset('<p><span class="arithmatex">\\(\\sqrt{d_k}\\)</span></p>'
@@ -460,9 +460,72 @@ def test_page_sources_hold_no_control_characters():
 
 
 def test_compiled_templates_are_kept_for_the_next_build(site):
-    """hooks/jinja_cache.py: the theme's and mkdocstrings' compiled templates are stored."""
-    cached = list((ROOT / ".cache" / "jinja").glob("__jinja2_*.cache"))
-    assert len(cached) >= 20, len(cached)
+    """hooks/jinja_cache.py: the theme's and mkdocstrings' compiled templates are stored (the
+    API reference's before its page is rendered: that is where they are compiled)."""
+    import material
+    import mkdocstrings_handlers.python
+    from jinja2 import FileSystemBytecodeCache
+
+    cache = ROOT / ".cache" / "jinja"
+    theme = Path(material.__file__).parent / "templates"
+    api = Path(mkdocstrings_handlers.python.__file__).parent / "templates" / "material"
+    for folder, name in [(theme, "base.html"), (api, "function.html.jinja"),
+                         (api, "docstring.html.jinja")]:
+        key = FileSystemBytecodeCache().get_cache_key(name, str(folder / name))
+        assert (cache / f"__jinja2_{key}.cache").is_file(), name
+
+
+def test_search_entries_are_reused_only_while_the_page_is_unchanged(monkeypatch):
+    """hooks/search_cache.py: a page seen before gets the entries Material's own parser gave it
+    (copies: an index that edits its entries does not edit the cache); a page whose HTML
+    changed is parsed again."""
+    from material.plugins.search.plugin import SearchIndex
+    from mkdocs.structure.toc import get_toc
+
+    search_cache = import_hook("search_cache")
+    import_hook("markers").on_config({})  # the glossary's words in jieba, as in a build
+    material_parse, parsed = search_cache._parse, []
+
+    def parse(index, page):
+        parsed.append(page.url)
+        material_parse(index, page)
+
+    monkeypatch.setattr(search_cache, "_parse", parse)
+    config = {"lang": ["zh", "en"], "separator": r"[\s\-]+", "pipeline": ["stopWordFilter"],
+              "fields": {}}
+    toc = get_toc([{"level": 1, "id": "scores", "name": "注意力分数计算", "children": [
+        {"level": 2, "id": "why", "name": "为什么要缩放", "children": []}]}])
+    page = SimpleNamespace(url="x/", title="注意力分数计算", meta={}, toc=toc, content=(
+        '<h1 id="scores">注意力分数计算</h1><p>每个注意力头先打分。</p>'
+        '<h2 id="why">为什么要缩放</h2><p>缩放因子让方差回到 1。</p>'))
+
+    def entries(page):
+        index = SearchIndex(**config)
+        index.add_entry_from_context(page)
+        return index.entries
+
+    expected = SearchIndex(**config)
+    material_parse(expected, page)  # Material's own, never cached
+    assert [e["location"] for e in expected.entries] == ["x/", "x/#why"]
+    assert "注意力头" in expected.entries[0]["text"].split("\u200b")  # one word: the glossary's
+    first = entries(page)
+    assert first == expected.entries and parsed == ["x/"]
+    first[0]["text"] = "edited by the index"
+    assert entries(page) == expected.entries and parsed == ["x/"]  # from the cache
+    page.content = page.content.replace("方差", "标准差")
+    assert "标准差" in entries(page)[1]["text"] and parsed == ["x/", "x/"]
+
+
+def test_jieba_gets_each_glossary_word_once_per_process():
+    """Under mkdocs serve every rebuild runs on_config again: jieba's frequencies stay put."""
+    import jieba
+
+    markers = import_hook("markers")
+    markers.on_config({})
+    state = (len(jieba.dt.FREQ), jieba.dt.total)
+    markers.on_config({})
+    assert (len(jieba.dt.FREQ), jieba.dt.total) == state
+    assert jieba.dt.FREQ.get("注意力头", 0) > 0
 
 
 BACKGROUND_RENDER = """

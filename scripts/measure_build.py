@@ -8,7 +8,8 @@ Prints medians over ``--runs`` runs, in one process, on this machine:
 - rebuild under ``mkdocs serve`` after editing one page: time from saving the file to the
   server's "Reloading browsers";
 - the weight of the chapter page in each language (HTML + its figure) and of the shared assets
-  every page loads (theme CSS/JS, KaTeX), raw and gzip-compressed as GitHub Pages serves them.
+  every page loads (theme CSS, KaTeX CSS, preloaded fonts; Material's script apart, as it waits
+  for the reader's first interaction), raw and gzip-compressed as GitHub Pages serves them.
 """
 
 from __future__ import annotations
@@ -117,10 +118,16 @@ def main() -> int:
             print(f"chapter page /{prefix}scores/ (HTML + {len(figures)} figure): "
                   f"{raw / 1024:.0f} KiB, {zipped / 1024:.0f} KiB gzip")
         html = (site / "scores" / "index.html").read_text("utf-8")
+        # Material's script waits for the reader's first interaction (overrides/main.html).
+        lazy = r'<script[^>]*data-md-lazy[^>]*src="\.\./(assets/[^"]+)"'
+        later = {site / m for m in re.findall(lazy, html)}
         shared = sorted({site / m for m in re.findall(r'(?:href|src)="\.\./(assets/[^"]+)"', html)
-                         if (site / m).is_file()})
+                         if (site / m).is_file()} - later)
         raw, zipped = weight(shared)
-        print(f"shared assets loaded by every page ({len(shared)} files, fonts excluded): "
+        print(f"shared assets every page loads ({len(shared)} files: CSS, favicon, preloaded "
+              f"fonts): {raw / 1024:.0f} KiB, {zipped / 1024:.0f} KiB gzip")
+        raw, zipped = weight(sorted(later))
+        print(f"  + on the reader's first interaction ({len(later)} file, Material's script): "
               f"{raw / 1024:.0f} KiB, {zipped / 1024:.0f} KiB gzip")
         fonts = list((site / "assets" / "katex" / "fonts").glob("*.woff2"))
         print(f"KaTeX fonts available (a page loads only those it uses): {len(fonts)} files, "

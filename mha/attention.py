@@ -7,12 +7,10 @@ a query or key vector, ``d_v`` the size of a value vector; ``...`` stands for an
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from ._checks import as_float_array, broadcast_shape
+from ._parallel import map_rows
 from .masks import as_attention_mask
 
 __all__ = ["softmax", "attention_scores", "scaled_dot_product_attention"]
@@ -90,16 +88,6 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     return np.moveaxis(out, -1, axis)
 
 
-#: Below this many entries, softmax runs in the calling thread; above it the rows are split
-#: across a small pool of threads (NumPy's ufuncs release the GIL, BLAS is idle meanwhile).
-_PARALLEL_MIN_SIZE = 1 << 18
-_pool: ThreadPoolExecutor | None = None
-
-
-def _threads() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
-
-
 def _softmax_rows(rows: np.ndarray) -> None:
     """Softmax of each row of a C-contiguous 2-D array, in place (see `softmax` for the rules)."""
     m = rows.max(axis=1, keepdims=True)  # NaN and +inf anywhere in a row show up in its max
@@ -118,39 +106,7 @@ def _softmax_rows(rows: np.ndarray) -> None:
 
 def _softmax_last_axis_inplace(x: np.ndarray) -> None:
     """Softmax over the last axis of a C-contiguous array, in place, on several threads if big."""
-    _map_rows(_softmax_rows, x.reshape(-1, x.shape[-1]))  # a view: x is C-contiguous
-
-
-#: Rows are handed to `_map_rows`'s function in pieces of about this many bytes (of the first
-#: array), so that its passes over a piece (max, subtract, exp, sum, ...) run in cache.
-_PIECE_BYTES = 1 << 20
-
-
-def _map_rows(func, *arrays: np.ndarray) -> list:
-    """``func(*row_slices)`` over 2-D arrays with the same number of rows, piece by piece.
-
-    The rows are cut into pieces of about `_PIECE_BYTES` (so that the element-wise passes
-    ``func`` makes over a piece stay in the CPU's cache); above `_PARALLEL_MIN_SIZE` entries
-    the pieces are shared out between threads, one contiguous range each, on a shared pool.
-    Returns every call's result, in row order; the first exception of a call is re-raised.
-    """
-    global _pool
-    first = arrays[0]
-    n_rows = first.shape[0]
-    piece = max(1, _PIECE_BYTES // max(1, first.itemsize * first[0].size)) if n_rows else 1
-
-    def run(start: int, stop: int) -> list:
-        return [func(*(a[i:min(i + piece, stop)] for a in arrays))
-                for i in range(start, stop, piece)]
-
-    workers = _threads()
-    if first.size < _PARALLEL_MIN_SIZE or workers == 1 or n_rows < 2 * workers:
-        return run(0, n_rows)
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mha-rows")
-    bounds = np.linspace(0, n_rows, workers + 1).astype(int)
-    results = _pool.map(lambda b: run(*b), zip(bounds[:-1], bounds[1:]))
-    return [r for part in results for r in part]
+    map_rows(_softmax_rows, x.reshape(-1, x.shape[-1]))  # a view: x is C-contiguous
 
 
 def _check_q_k(q, k):

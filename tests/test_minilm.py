@@ -1,4 +1,4 @@
-"""mha.minilm and mha.safetensors: the reader, the tokenizer and the real all-MiniLM-L6-v2.
+"""mha.models (all-MiniLM-L6-v2, its WordPiece tokenizer, the safetensors reader): the reader, the tokenizer and the real all-MiniLM-L6-v2.
 
 The model's outputs are compared with golden values from PyTorch ``transformers``
 (``tests/golden/make_minilm_golden.py``; no torch needed here). Tolerances, absolute, float32:
@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import mha.minilm as minilm
-from mha.minilm import (MiniLMNotInstalledError, WordPieceTokenizer, gelu, layer_norm,
-                        load_minilm, model_folder)
-from mha.safetensors import read_safetensors
+from mha.models import weights
+from mha.models.minilm import (MiniLMNotInstalledError, WordPieceTokenizer, gelu, layer_norm,
+                               load_minilm, model_folder)
+from mha.models.safetensors import read_safetensors
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = np.load(ROOT / "tests" / "golden" / "minilm.npz")
@@ -284,12 +284,23 @@ def test_load_minilm_loads_once(model):
     assert load_minilm() is model
 
 
+def test_the_old_module_name_still_works(model):
+    """Readers' copied snippets say ``from mha.minilm import load_minilm``."""
+    import mha.minilm
+    import mha.models.minilm
+
+    assert mha.minilm.load_minilm() is model
+    assert set(mha.minilm.__all__) == set(mha.models.minilm.__all__)
+    for name in mha.models.minilm.__all__:
+        assert getattr(mha.minilm, name) is getattr(mha.models.minilm, name)
+
+
 # ----------------------------------------------------------------------------------------------
 # Installing and checking the weights
 
 
 def test_missing_wheel_says_how_to_install_it(monkeypatch, tmp_path):
-    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(weights.importlib.util, "find_spec", lambda name: None)
     for call in (model_folder, load_minilm.__wrapped__):
         with pytest.raises(MiniLMNotInstalledError) as info:
             call()
@@ -305,7 +316,7 @@ def test_wheel_without_its_model_folder_is_reported(monkeypatch, tmp_path):
     class Spec:
         submodule_search_locations = [str(tmp_path)]
 
-    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: Spec())
+    monkeypatch.setattr(weights.importlib.util, "find_spec", lambda name: Spec())
     with pytest.raises(MiniLMNotInstalledError, match="has no .*model.safetensors"):
         model_folder()
 

@@ -268,7 +268,7 @@ def test_footer_links_to_the_licence_page_everywhere(site):
 
 
 def test_glossary_table_comes_from_the_terms_file(site):
-    from mha.plots import TERMS
+    from mha.site.plots import TERMS
 
     zh = (site / "glossary" / "index.html").read_text(encoding="utf-8")
     en = (site / "en" / "glossary" / "index.html").read_text(encoding="utf-8")
@@ -304,8 +304,8 @@ def test_unknown_marker_fails_the_build():
 
 
 def test_table_marker_inserts_the_table_mha_computed(site):
-    """The role table on the real-model page is exactly mha.plots.TABLES' output, per language."""
-    from mha.plots import TABLES
+    """The role table on the real-model page is exactly mha.site.plots.TABLES' output, per language."""
+    from mha.site.plots import TABLES
 
     for prefix, lang in (("", "zh"), ("en/", "en")):
         html = (site / prefix / "real-heads" / "index.html").read_text(encoding="utf-8")

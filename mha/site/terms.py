@@ -86,7 +86,7 @@ TERMS: dict[str, Term] = {
                      "The average squared distance of the numbers from their mean."),
     "entropy": Term("熵", "entropy", "H", "衡量一行权重有多分散：越大越平均，越小越集中。",
                     "How spread out a row of weights is: high is even, low is concentrated."),
-    # The roles a head of a real model can play (mha.head_roles): a head plays one when, over
+    # The roles a head of a real model can play (mha.site.head_roles): a head plays one when, over
     # the study sentences, it puts at least half of its weight on that target (entropy for
     # the broad head).
     "previous_token_head": Term("前一词元头", "previous-token head", "",
@@ -127,5 +127,5 @@ def term(key: str, lang: str) -> str:
     try:
         entry = TERMS[key]
     except KeyError:
-        raise KeyError(f"unknown term {key!r}; add it to mha/plots/terms.py") from None
+        raise KeyError(f"unknown term {key!r}; add it to mha/site/terms.py") from None
     return getattr(entry, lang)

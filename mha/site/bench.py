@@ -1,10 +1,10 @@
 """Benchmark of one self-attention layer: time and memory against the sequence length.
 
-    python -m mha.bench                  # n = 256, 1024, 4096 (a few minutes)
-    python -m mha.bench --quick          # n = 256, 1024, fewer repeats (under a minute)
+    python -m mha.site.bench                  # n = 256, 1024, 4096 (a few minutes)
+    python -m mha.site.bench --quick          # n = 256, 1024, fewer repeats (under a minute)
 
 The full run also measures the chunked path's peak extra memory on one sequence of n = 16384.
-    python -m mha.bench --save benchmarks/results.json
+    python -m mha.site.bench --save benchmarks/results.json
 
 Measured in one process on the same float32 inputs (d_model = 512, h = 8 by default):
 
@@ -41,7 +41,7 @@ import tracemalloc
 
 import numpy as np
 
-from .multihead import MultiHeadAttention
+from ..multihead import MultiHeadAttention, merge_heads, split_heads
 
 __all__ = ["SourceDocumentMHA", "run", "main"]
 
@@ -75,7 +75,7 @@ class SourceDocumentMHA:
 
 def _implementations(layer: MultiHeadAttention, dtype):
     """name -> function of x (n, d_model) returning the layer's output."""
-    from .reference import multi_head_attention_reference
+    from ..reference import multi_head_attention_reference
 
     source = SourceDocumentMHA(layer)
     impls = {
@@ -85,7 +85,7 @@ def _implementations(layer: MultiHeadAttention, dtype):
         "fast": layer.forward,
     }
     try:
-        from .chunked import chunked_attention
+        from ..chunked import chunked_attention
     except ImportError:
         chunked_attention = None
     d, h, d_k = layer.d_model, layer.h, layer.d_k
@@ -94,11 +94,9 @@ def _implementations(layer: MultiHeadAttention, dtype):
     w_o = layer.W_O.astype(dtype)
     if chunked_attention is not None:
         def chunked(x):
-            n = x.shape[0]
-            q, k, v = (a.reshape(n, h, d_k).swapaxes(0, 1)
-                       for a in np.split(x @ w_qkv, 3, axis=1))  # (h, n, d_k) each
-            out = chunked_attention(q, k, v, block_size=512)
-            return out.swapaxes(0, 1).reshape(n, h * d_k) @ w_o
+            q, k, v = (split_heads(a, h) for a in np.split(x @ w_qkv, 3, axis=1))  # (h, n, d_k)
+            out = chunked_attention(q, k, v, block_size=512)  # (h, n, d_k)
+            return merge_heads(out) @ w_o
         impls["chunked"] = chunked
     try:
         import torch
@@ -108,12 +106,11 @@ def _implementations(layer: MultiHeadAttention, dtype):
     t_qkv, t_o = torch.from_numpy(w_qkv), torch.from_numpy(w_o)
 
     def with_torch(x):
-        n = x.shape[0]
-        with torch.no_grad():
-            q, k, v = (a.view(n, h, d_k).transpose(0, 1)
+        with torch.no_grad():  # split_heads and merge_heads work on torch tensors too
+            q, k, v = (split_heads(a, h)
                        for a in (torch.from_numpy(x) @ t_qkv).split(h * d_k, dim=1))
-            out = F.scaled_dot_product_attention(q, k, v)
-            return (out.transpose(0, 1).reshape(n, h * d_k) @ t_o).numpy()
+            out = F.scaled_dot_product_attention(q, k, v)  # (h, n, d_k)
+            return (merge_heads(out) @ t_o).numpy()
     impls["torch"] = with_torch
     return impls
 
@@ -169,7 +166,7 @@ def long_sequence_memory(n: int = 16384, h: int = 8, d_k: int = 64, dtype=np.flo
     ``tracemalloc`` sees during the call, minus the output (which any method must return), is
     the extra memory. The plain path would need ``h`` score matrices of ``n x n`` at least.
     """
-    from .chunked import chunked_attention
+    from ..chunked import chunked_attention
 
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((h, n, d_k), dtype=np.float32).astype(dtype) for _ in range(3))
@@ -261,7 +258,8 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mha.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mha.site.bench",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 256 and 1024, 3 repeats")
     parser.add_argument("--sizes", type=int, nargs="+", help="sequence lengths")
     parser.add_argument("--repeats", type=int, help="timed repeats per size")

@@ -47,7 +47,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .minilm import _is_punctuation, load_minilm
+from ..models.minilm import load_minilm
+from ..models.wordpiece import is_punctuation
 
 __all__ = ["SENTENCES", "ROLES", "THRESHOLDS", "STABLE_FRACTION", "role_scores", "HeadRole",
            "HeadRoleStudy", "study", "PRONOUNS", "pronoun_attention"]
@@ -161,7 +162,7 @@ def role_scores(attentions: np.ndarray, tokens: list[str]) -> dict[str, np.ndarr
     Examples
     --------
     >>> import numpy as np
-    >>> from mha.head_roles import role_scores
+    >>> from mha.site.head_roles import role_scores
     >>> tokens = ["[CLS]", "who", "did", "it", "?", "[SEP]"]
     >>> previous = np.eye(6, k=-1)            # each token looks at the one before it
     >>> previous[0, 0] = 1.0                  # except [CLS], which has none
@@ -181,7 +182,7 @@ def role_scores(attentions: np.ndarray, tokens: list[str]) -> dict[str, np.ndarr
         raise ValueError(f"every row of attentions {a.shape} must sum to 1 (strip the padding "
                          "of a batched output first)")
     tokens = np.asarray(tokens)                          # (n,)
-    punctuation = np.array([len(t) == 1 and _is_punctuation(t) for t in tokens])  # (n,)
+    punctuation = np.array([len(t) == 1 and is_punctuation(t) for t in tokens])  # (n,)
 
     def share(targets: np.ndarray) -> np.ndarray:        # targets (n,) bool -> (layers, h)
         return a[..., targets].sum(axis=-1).mean(axis=-1)
@@ -307,7 +308,7 @@ class HeadRoleStudy:
 
         Examples
         --------
-        >>> from mha.head_roles import study
+        >>> from mha.site.head_roles import study
         >>> for row in study().clearest(2):
         ...     print(row.layer, row.head, row.role, f"{row.mean:.2f}", row.stable)
         1 3 previous 1.00 38
@@ -343,7 +344,7 @@ def study(sentences=SENTENCES, model=None) -> HeadRoleStudy:
 
     Examples
     --------
-    >>> from mha.head_roles import study
+    >>> from mha.site.head_roles import study
     >>> result = study()
     >>> result.scores.shape                 # (s, roles, layers, h)
     (38, 7, 6, 12)
@@ -406,7 +407,7 @@ def pronoun_attention(pronouns=PRONOUNS, model=None) -> np.ndarray:
 
     Examples
     --------
-    >>> from mha.head_roles import pronoun_attention
+    >>> from mha.site.head_roles import pronoun_attention
     >>> links = pronoun_attention()         # (p, layers, h)
     >>> round(float(links[0, 4, 11]), 2)    # layer 5 head 12, "it" -> "key": looks like one...
     0.6

@@ -60,7 +60,7 @@ def render_svg(fig) -> bytes:
     if missing:
         raise MissingGlyphError(
             "figure text has characters no available font can draw (install Debian's "
-            "fonts-noto-cjk, or another font named in CJK_FONTS in mha/plots/_style.py): "
+            "fonts-noto-cjk, or another font named in CJK_FONTS in mha/site/plots/_style.py): "
             + "; ".join(missing)
         )
     return buffer.getvalue()

@@ -1,6 +1,6 @@
 """Small, seeded experiments with ``mha`` whose numbers the pages quote and the figures draw.
 
-Each experiment returns plain arrays; plotting lives in `mha.plots`. Imports only NumPy and
+Each experiment returns plain arrays; plotting lives in `mha.site.plots`. Imports only NumPy and
 the core.
 """
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import attention_scores, scaled_dot_product_attention
-from .multihead import MultiHeadAttention
+from ..attention import attention_scores, scaled_dot_product_attention
+from ..multihead import MultiHeadAttention
 
 __all__ = ["ScalingResult", "scaling_experiment", "case_embeddings", "walkthrough",
            "SharedProjectionResult", "shared_projection_experiment", "AttentionCost",
@@ -78,7 +78,7 @@ def scaling_experiment(d_ks=(4, 8, 16, 32, 64, 128, 256, 512, 1024), n_queries: 
 
     Examples
     --------
-    >>> from mha.experiments import scaling_experiment
+    >>> from mha.site.experiments import scaling_experiment
     >>> r = scaling_experiment(d_ks=(16, 256))
     >>> [round(float(v / d), 1) for v, d in zip(r.variance_raw, r.d_k)]   # Var(q.k) / d_k
     [1.0, 1.0]
@@ -107,7 +107,7 @@ def case_embeddings(n_tokens: int = 8, d_model: int = 16, seed: int = 0) -> np.n
     """Stand-in embeddings for the running example: one standard-normal row per concept.
 
     Real embeddings are learned; these are random numbers, enough to follow the data through
-    the layer. Row ``c`` belongs to concept ``c`` of the case (see ``mha.plots.case``).
+    the layer. Row ``c`` belongs to concept ``c`` of the case (see ``mha.site.plots.case``).
 
     Returns
     -------
@@ -139,7 +139,7 @@ def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: i
 
     Examples
     --------
-    >>> from mha.experiments import walkthrough
+    >>> from mha.site.experiments import walkthrough
     >>> layers = walkthrough(order=range(8))
     >>> len(layers), layers[0]["weights"].shape, layers[1]["x"] is layers[0]["output"]
     (2, (4, 8, 8), True)
@@ -206,7 +206,7 @@ def shared_projection_experiment(n: int = 32, d_model: int = 64, d_k: int = 64,
 
     Examples
     --------
-    >>> from mha.experiments import shared_projection_experiment
+    >>> from mha.site.experiments import shared_projection_experiment
     >>> r = shared_projection_experiment()
     >>> r.self_first_shared, round(r.self_first_separate, 2), r.chance
     (1.0, 0.03, 0.03125)
@@ -273,7 +273,7 @@ def attention_cost(ns, d_model: int = 512, h: int = 8, bytes_per_number: int = 4
 
     Examples
     --------
-    >>> from mha.experiments import attention_cost
+    >>> from mha.site.experiments import attention_cost
     >>> c = attention_cost([1024])
     >>> int(c.projection_flops[0]) == int(c.attention_flops[0])      # n = 2 d: break-even
     True
@@ -306,7 +306,7 @@ def reach(mask: np.ndarray, layers: int) -> np.ndarray:
     Examples
     --------
     >>> from mha import sliding_window_mask
-    >>> from mha.experiments import reach
+    >>> from mha.site.experiments import reach
     >>> r = reach(sliding_window_mask(7, 2), layers=3)
     >>> [int(r[l, 6].sum()) for l in range(3)]     # the last token hears 3, 5, then 7 tokens
     [3, 5, 7]
@@ -343,7 +343,7 @@ def application_patterns(order, n_pad: int = 2, n_target: int = 4, seed: int = 0
         ``"gpt"`` ``(n, n)``: causal mask; ``"cross"`` ``(n_target, n)``: queries from the
         target side, keys and values from the case. All from head 0.
     """
-    from .masks import causal_mask, padding_mask
+    from ..masks import causal_mask, padding_mask
 
     order = list(order)
     rng = np.random.default_rng(seed + 100)

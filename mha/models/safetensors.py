@@ -61,7 +61,7 @@ def read_safetensors(path) -> dict[str, np.ndarray]:
     --------
     >>> import json, struct, tempfile, numpy as np
     >>> from pathlib import Path
-    >>> from mha.safetensors import read_safetensors
+    >>> from mha.models.safetensors import read_safetensors
     >>> header = json.dumps({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}})
     >>> data = np.array([[1, 2], [3, 4]], dtype="<f4").tobytes()
     >>> with tempfile.TemporaryDirectory() as folder:

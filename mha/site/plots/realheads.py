@@ -1,5 +1,5 @@
 """Figures and the table of the real model's heads: the role of each of all-MiniLM-L6-v2's 72
-heads, measured over the study sentences of `mha.head_roles`, and a few of them at work.
+heads, measured over the study sentences of `mha.site.head_roles`, and a few of them at work.
 
 Layers and heads are counted from 1 in everything drawn or printed here.
 """
@@ -13,12 +13,12 @@ from matplotlib.patches import Patch, Rectangle
 from ..head_roles import ROLES, STABLE_FRACTION, HeadRole, HeadRoleStudy
 from ._draw import heatmap
 from ._style import style
-from .terms import term
+from ..terms import term
 
 __all__ = ["ROLE_TERMS", "ROLE_COLORS", "EXAMPLE", "plot_roles", "example_heads",
            "plot_examples", "role_table"]
 
-#: The term (in `mha.plots.terms`) that names each role of `mha.head_roles.ROLES`.
+#: The term (in `mha.site.terms`) that names each role of `mha.site.head_roles.ROLES`.
 ROLE_TERMS = {"previous": "previous_token_head", "next": "next_token_head",
               "self": "current_token_head", "cls": "cls_head", "sep": "sep_head",
               "punctuation": "punctuation_head", "broad": "broad_head"}
@@ -105,7 +105,7 @@ def plot_roles(result: HeadRoleStudy, lang: str) -> Figure:
 
 def example_heads(result: HeadRoleStudy, k: int = 4) -> list[HeadRole]:
     """The clearest head of each role, at most ``k`` of them (the clearest roles), in the order
-    of `mha.head_roles.ROLES`."""
+    of `mha.site.head_roles.ROLES`."""
     rows, seen = [], set()
     for row in result.clearest():
         if row.role not in seen:

@@ -1,7 +1,7 @@
 """Figures that follow the case through the layer: the home page's map of shapes, the visual
 walkthrough's step-by-step heatmaps, and the overview's one-query view.
 
-Every function takes traces from `mha.experiments.walkthrough` (run on the case in the
+Every function takes traces from `mha.site.experiments.walkthrough` (run on the case in the
 figure's language) and a language, and returns a Figure.
 """
 
@@ -14,7 +14,7 @@ from matplotlib.patches import FancyBboxPatch
 from ._draw import colorbar, head_bands, heatmap
 from ._style import COLORS, style
 from .case import CASE_ORDER, CAST, case_tokens
-from .terms import term
+from ..terms import term
 
 WORDS = {
     "zh": {

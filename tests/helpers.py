@@ -1,4 +1,9 @@
-"""Tolerances, Hypothesis strategies and small helpers shared by the tests."""
+"""Tolerances, Hypothesis strategies, bad-input tables and small helpers shared by the tests.
+
+Each bad-input table lists ``(value, error, message)``: what a user might pass, the exception
+type it must raise and a regular expression its message must match (naming the argument). A
+test file adds its own argument name or call around them.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 # Tolerances against the plain-Python reference, which computes in float64: float32 carries ~7
-# significant digits, so after a few matrix products results may differ from the 5th digit on.
+# significant digits, so after a few matrix products results may differ from the 5th digit on;
+# float16 carries ~3.
 TOLERANCE = {
+    np.dtype(np.float16): {"rtol": 2e-2, "atol": 2e-3},
     np.dtype(np.float32): {"rtol": 2e-4, "atol": 2e-5},
     np.dtype(np.float64): {"rtol": 1e-10, "atol": 1e-12},
 }
@@ -63,23 +70,160 @@ def make_mask(kind: str, rng: np.random.Generator, lead: tuple[int, ...], n_q: i
     raise ValueError(kind)
 
 
-@st.composite
-def attention_inputs(draw):
-    """q, k, v (with broadcastable leading dims, d_k != d_v allowed), a mask and a dtype."""
+# ---- Hypothesis strategies ----------------------------------------------------------------------
+
+def _narrowed(draw, shape: tuple[int, ...], drop_leading: bool = False) -> tuple[int, ...]:
+    """``shape`` with any dimension turned to 1 (and, with ``drop_leading``, some leading ones
+    dropped): a shape that still broadcasts to ``shape``."""
+    shape = tuple(s if draw(st.booleans()) else 1 for s in shape)
+    return shape[draw(st.integers(0, len(shape))):] if drop_leading else shape
+
+
+def _qkv(draw, n_q: int, n_k: int, drop_leading: bool = False):
+    """q, k, v of one drawn dtype whose leading dimensions broadcast to a drawn batch shape."""
     dtype = draw(DTYPES)
     n_lead = draw(st.integers(0, 2))
     lead = tuple(draw(st.lists(st.integers(1, 3), min_size=n_lead, max_size=n_lead)))
-    # Each of q, k, v may drop any leading dimension to 1 and still broadcast.
-    def sub(shape):
-        return tuple(s if draw(st.booleans()) else 1 for s in shape)
-    n_q, n_k = draw(st.integers(1, 6)), draw(st.integers(1, 6))
     d_k, d_v = draw(st.integers(1, 8)), draw(st.integers(1, 8))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    q = rng.normal(size=sub(lead) + (n_q, d_k)).astype(dtype)
-    k = rng.normal(size=sub(lead) + (n_k, d_k)).astype(dtype)
-    v = rng.normal(size=sub(lead) + (n_k, d_v)).astype(dtype)
+    q = rng.normal(size=_narrowed(draw, lead, drop_leading) + (n_q, d_k)).astype(dtype)
+    k = rng.normal(size=_narrowed(draw, lead, drop_leading) + (n_k, d_k)).astype(dtype)
+    v = rng.normal(size=_narrowed(draw, lead, drop_leading) + (n_k, d_v)).astype(dtype)
+    return q, k, v, rng
+
+
+@st.composite
+def attention_inputs(draw):
+    """q, k, v (with broadcastable leading dims, d_k != d_v allowed), a mask and its kind."""
+    n_q, n_k = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    q, k, v, rng = _qkv(draw, n_q, n_k)
     kind = draw(st.sampled_from(MASK_KINDS))
     # A mask may not enlarge the batch that q, k and v define together.
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     mask = make_mask(kind, rng, lead, n_q, n_k)
     return q, k, v, mask, kind
+
+
+@st.composite
+def chunked_inputs(draw):
+    """q, k, v with broadcastable leading dims, a mask structure, lengths and a block size."""
+    structure = draw(st.sampled_from(["none", "causal", "window"]))
+    n_q = draw(st.integers(1, 9))
+    n_k = n_q if structure != "none" else draw(st.integers(1, 9))  # n_q != n_k only without
+    q, k, v, rng = _qkv(draw, n_q, n_k, drop_leading=True)
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    kwargs = {
+        "causal": structure == "causal",
+        "window": draw(st.integers(0, n_q + 1)) if structure == "window" else None,
+        "lengths": (rng.integers(0, n_k + 1, size=_narrowed(draw, batch, drop_leading=True))
+                    if draw(st.booleans()) else None),  # 0 included: nothing visible
+        "block_size": draw(st.integers(1, max(n_q, n_k) + 2)),  # 1 .. larger than n
+    }
+    return q, k, v, kwargs
+
+
+# ---- bad-input tables: (value, error, message) ---------------------------------------------------
+
+def bad_arrays(name: str, shape: tuple[int, ...]) -> list:
+    """Arrays of ``shape`` that no float-array argument ``name`` accepts."""
+    zeros = np.zeros(shape)
+    dims = str(shape).replace("(", r"\(").replace(")", r"\)")
+    return [
+        (zeros.astype(int), TypeError,
+         rf"{name} must be a real floating-point array .*got dtype int64 with shape {dims}"),
+        (zeros.astype(bool), TypeError, rf"{name} must be a real floating-point .*dtype bool"),
+        (zeros.astype(complex), TypeError, rf"{name} must be a real floating-point .*complex128"),
+        (zeros.astype(object), TypeError, rf"{name} must be a real floating-point .*object"),
+        (np.ma.masked_array(zeros, mask=True), TypeError,
+         rf"{name} must be a plain ndarray, got a numpy.ma.MaskedArray .*its mask would be "
+         r"ignored"),
+        (np.full(shape, np.nan), ValueError,
+         rf"{name} must contain only finite values, got NaN or inf in an array of shape {dims}"),
+        (np.full(shape, np.inf), ValueError, rf"{name} must contain only finite values"),
+        (np.full(shape, -np.inf), ValueError, rf"{name} must contain only finite values"),
+    ]
+
+
+#: For ``scale=`` of every attention function (inputs of float64).
+BAD_SCALES = [
+    (float("nan"), ValueError, r"scale must be a finite number in float64 .*got nan"),
+    (float("inf"), ValueError, r"scale must be a finite number in float64 .*got inf"),
+    (-np.inf, ValueError, r"scale must be a finite number in float64 .*got -inf"),
+    (10**400, ValueError, r"scale must be a finite number in float64 .*an integer of 401 digits"),
+    ("big", TypeError, r"scale must be a real number, got 'big' of type str"),
+    (True, TypeError, r"scale must be a real number, got True of type bool"),
+    (1j, TypeError, r"scale must be a real number, got 1j of type complex"),
+    (np.array([0.5]), TypeError, r"scale must be a real number, got array\(\[0.5\]\)"),
+]
+
+#: For every True/False argument (``causal``, ``return_stats``, ``return_weights``).
+BAD_FLAGS = [
+    ("yes", r"must be True or False, got 'yes' of type str"),
+    ("no", r"must be True or False, got 'no' of type str"),
+    (1, r"must be True or False, got 1 of type int"),
+    (None, r"must be True or False, got None of type NoneType"),
+    (np.array([True]), r"must be True or False, got array\(\[ True\]\)"),
+]
+
+#: For every integer argument (``n``, ``window``, ``block_size``, ``d_model``, ``h``, ...).
+BAD_INTEGERS = [
+    (2.5, TypeError, r"must be an integer, got 2.5 of type float"),
+    (2.0, TypeError, r"must be an integer, got 2.0 of type float"),
+    (True, TypeError, r"must be an integer, got True of type bool"),
+    ("4", TypeError, r"must be an integer, got '4' of type str"),
+    (None, TypeError, r"must be an integer, got None of type NoneType"),
+    (-1, ValueError, r"must be >= \d, got -1"),
+]
+
+#: For ``lengths`` against 6 keys and a batch of 2 (`padding_mask` and `chunked_attention`).
+BAD_LENGTHS = [
+    ([1.0, 2.0], TypeError, r"lengths must be integers, got dtype float64 with shape \(2,\)"),
+    ([True, False], TypeError, r"lengths must be integers, got dtype bool"),
+    (["1", "2"], TypeError, r"lengths must be integers, got dtype <U1"),
+    ([7, 1], ValueError, r"lengths must lie between 0 and n(_k)?=6, got values from 1 to 7"),
+    ([-1, 1], ValueError, r"lengths must lie between 0 and n(_k)?=6, got values from -1 to 1"),
+]
+
+#: For ``mask`` of `scaled_dot_product_attention` and `MultiHeadAttention` (square, 6 x 6).
+BAD_MASKS = [
+    (np.ones((6, 6), int), TypeError,
+     r"mask must be boolean \(True = attend\) or float \(0 / -inf\), got dtype int64"),
+    (np.ones((6, 6), complex), TypeError, r"mask must be boolean .*got dtype complex128"),
+    (np.tril(np.ones((6, 6))), ValueError,
+     r"float mask must hold only 0 \(attend\) and -inf \(hide\); got other values such as \[1.0\]"),
+    (np.full((6, 6), np.nan), ValueError, r"float mask must hold only 0 .* such as \[nan\]"),
+    (np.full((6, 6), np.inf), ValueError, r"float mask must hold only 0 .* such as \[inf\]"),
+]
+
+#: For ``seed`` of `MultiHeadAttention`.
+BAD_SEEDS = [
+    (-1, ValueError, r"seed must be an integer >= 0, got -1"),
+    (1.5, TypeError, r"seed must be None, an integer >= 0 or a numpy.random.Generator, got 1.5"),
+    ("7", TypeError, r"seed must be None, an integer >= 0 .*got '7' of type str"),
+    (True, TypeError, r"seed must be None, an integer >= 0 .*got True of type bool"),
+    ([1, 2], TypeError, r"seed must be None, an integer >= 0 .*got \[1, 2\] of type list"),
+]
+
+
+# ---- q, k and v that disagree: the checks every attention function shares ---------------------
+
+Q = np.zeros((2, 4, 8))
+K = np.zeros((2, 6, 8))
+V = np.zeros((2, 6, 5))
+
+#: ``(q, k, v), error, message`` for `scaled_dot_product_attention` and `chunked_attention`.
+BAD_QKV = [
+    ((Q, np.zeros((2, 6, 7)), V), ValueError,
+     r"q and k must share their last dimension d_k, got q \(2, 4, 8\) and k \(2, 6, 7\)"),
+    ((Q, K, np.zeros((2, 5, 5))), ValueError,
+     r"k and v must have the same number of keys n_k .*got k \(2, 6, 8\) and v \(2, 5, 5\)"),
+    ((np.zeros((3, 4, 8)), K, V), ValueError,
+     r"leading \(batch, head\) dimensions of q, k and v: q \(3,\), k \(2,\), v \(2,\)"),
+    ((np.zeros(8), K, V), ValueError, r"q must have shape \(..., n_q, d_k\) .*got shape \(8,\)"),
+    ((Q, np.zeros(8), V), ValueError, r"k must have shape \(..., n_k, d_k\) .*got shape \(8,\)"),
+    ((Q, K, np.zeros(6)), ValueError, r"v must have shape \(..., n_k, d_v\) .*got shape \(6,\)"),
+    ((np.zeros((2, 4, 0)), np.zeros((2, 6, 0)), V), ValueError,
+     r"q and k must have d_k >= 1 \(their last dimension\), got q \(2, 4, 0\)"),
+] + [((bad, K, V), error, message) for bad, error, message in bad_arrays("q", Q.shape)] \
+  + [((Q, bad, V), error, message) for bad, error, message in bad_arrays("k", K.shape)] \
+  + [((Q, K, bad), error, message) for bad, error, message in bad_arrays("v", V.shape)]

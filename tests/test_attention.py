@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import DTYPES, assert_close, attention_inputs, no_warnings
+from helpers import (BAD_MASKS, BAD_QKV, BAD_SCALES, DTYPES, K, Q, V, assert_close,
+                     attention_inputs, no_warnings)
 from mha import attention_scores, causal_mask, scaled_dot_product_attention, softmax
 from mha.reference import attention_reference
 
@@ -101,36 +102,17 @@ def test_dtype_in_is_dtype_out(dtype):
 
 # ---- bad input: the type, and a message naming the argument and the shapes -------------------
 
-Q = np.zeros((2, 4, 8))
-K = np.zeros((2, 6, 8))
-V = np.zeros((2, 6, 5))
-
-
 @pytest.mark.parametrize("args, kwargs, error, message", [
-    ((Q, np.zeros((2, 6, 7)), V), {}, ValueError,
-     r"q and k must share their last dimension d_k, got q \(2, 4, 8\) and k \(2, 6, 7\)"),
-    ((Q, K, np.zeros((2, 5, 5))), {}, ValueError,
-     r"k and v must have the same number of keys n_k .*got k \(2, 6, 8\) and v \(2, 5, 5\)"),
-    ((np.zeros((3, 4, 8)), K, V), {}, ValueError,
-     r"leading \(batch, head\) dimensions of q, k and v: q \(3,\), k \(2,\), v \(2,\)"),
-    ((np.zeros(8), K, V), {}, ValueError, r"q must have shape \(..., n_q, d_k\) .*got shape \(8,\)"),
+    (args, {}, error, message) for args, error, message in BAD_QKV
+] + [
     ((Q, K, V), {"mask": np.ones((4, 5), bool)}, ValueError,
      r"shapes do not broadcast for the mask: mask \(4, 5\), scores \(..., n_q, n_k\) \(2, 4, 6\)"),
     ((Q, K, V), {"mask": np.ones((3, 2, 4, 6), bool)}, ValueError,
      r"mask of shape \(3, 2, 4, 6\) must broadcast to scores .* \(2, 4, 6\) without enlarging"),
-    ((Q, K, V), {"mask": np.tril(np.ones((4, 6)))}, ValueError,
-     r"float mask must hold only 0 \(attend\) and -inf \(hide\); got other values such as \[1.0\]"),
-    ((Q, K, V), {"mask": np.ones((4, 6), int)}, TypeError,
-     r"mask must be boolean \(True = attend\) or float \(0 / -inf\), got dtype int64"),
-    ((Q.astype(int), K, V), {}, TypeError,
-     r"q must be a real floating-point array .*got dtype int64 with shape \(2, 4, 8\)"),
-    ((Q, K.astype(complex), V), {}, TypeError, r"k must be a real floating-point .*complex128"),
-    ((Q, K, V.astype(object)), {}, TypeError, r"v must be a real floating-point .*object"),
-    ((np.full((2, 4, 8), np.nan), K, V), {}, ValueError,
-     r"q must contain only finite values, got NaN or inf in an array of shape \(2, 4, 8\)"),
-    ((Q, np.full((2, 6, 8), np.inf), V), {}, ValueError, r"k must contain only finite values"),
-    ((Q, K, V), {"scale": float("nan")}, TypeError, "scale must be a finite real number, got nan"),
-    ((Q, K, V), {"scale": "big"}, TypeError, "scale must be a finite real number, got 'big'"),
+] + [
+    ((Q, K, V), {"mask": mask[:4]}, error, message) for mask, error, message in BAD_MASKS
+] + [
+    ((Q, K, V), {"scale": scale}, error, message) for scale, error, message in BAD_SCALES
 ])
 def test_bad_input_is_refused_with_a_clear_message(args, kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -146,15 +128,37 @@ def test_attention_scores_are_what_softmax_turns_into_the_weights(inputs):
     by_definition = (qb.astype(float) * kb).sum(axis=-1) / np.sqrt(d_k)  # sum_t q_it k_jt
     assert scores.dtype == np.result_type(q, k)
     assert_close(scores, by_definition)
-    assert_close(softmax(scores), scaled_dot_product_attention(q, k, v)[1])
+    # The very scores scaled_dot_product_attention uses: its weights, bit for bit.
+    np.testing.assert_array_equal(softmax(scores), scaled_dot_product_attention(q, k, v)[1])
     np.testing.assert_allclose(attention_scores(q, k, scale=1.0), scores * np.sqrt(d_k),
                                **{"rtol": 1e-4, "atol": 1e-4} if q.dtype == np.float32 else {})
 
 
-def test_attention_scores_refuses_bad_input():
-    with pytest.raises(ValueError, match=r"q and k must share their last dimension d_k"):
-        attention_scores(np.zeros((2, 3)), np.zeros((2, 4)))
-    with pytest.raises(ValueError, match=r"leading \(batch, head\) dimensions of q and k"):
-        attention_scores(np.zeros((2, 3, 4)), np.zeros((3, 3, 4)))
-    with pytest.raises(TypeError, match="scale must be a finite real number"):
-        attention_scores(np.zeros((2, 3)), np.zeros((2, 3)), scale=np.inf)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("d_k, scale", [(3, None), (5, None), (7, 0.3), (6, 1 / 3)])
+def test_attention_scores_equal_the_scores_of_attention_bit_for_bit(dtype, d_k, scale):
+    # Scales that are not powers of 2, so (q k^T) * scale and (q * scale) k^T round differently:
+    # the two functions must do the one computation, as attention_scores' docstring says.
+    rng = np.random.default_rng(d_k)
+    q, k = rng.normal(size=(2, 3, 40, d_k)).astype(dtype)
+    v = rng.normal(size=(3, 40, 2)).astype(dtype)
+    mask = rng.random((40, 40)) < 0.7
+    scores = attention_scores(q, k, scale=scale)
+    _, w = scaled_dot_product_attention(q, k, v, scale=scale)
+    np.testing.assert_array_equal(softmax(scores), w)
+    _, w = scaled_dot_product_attention(q, k, v, mask, scale=scale)
+    np.testing.assert_array_equal(softmax(np.where(mask, scores, -np.inf)), w)
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((args[0], args[1]), {}, error, message) for args, error, message in BAD_QKV
+    if "v" not in message.split(" must")[0] and "k and v" not in message
+] + [
+    ((np.zeros((2, 3, 4)), np.zeros((3, 3, 4))), {}, ValueError,
+     r"leading \(batch, head\) dimensions of q and k: q \(2,\), k \(3,\)"),
+] + [
+    ((Q, K), {"scale": scale}, error, message) for scale, error, message in BAD_SCALES
+])
+def test_attention_scores_refuses_bad_input(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        attention_scores(*args, **kwargs)

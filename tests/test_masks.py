@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import BAD_INTEGERS, BAD_LENGTHS
 from mha import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
 
 
@@ -69,14 +70,29 @@ def test_padding_mask_hides_padding_keys_in_attention():
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: causal_mask(-1), ValueError, "n must be >= 0, got -1"),
-    (lambda: causal_mask(2.5), TypeError, "n must be an integer, got 2.5"),
-    (lambda: sliding_window_mask(4, -1), ValueError, "window must be >= 0, got -1"),
-    (lambda: sliding_window_mask(4, True), TypeError, "window must be an integer, got True"),
-    (lambda: padding_mask([1, 6], 5), ValueError, r"lengths must lie between 0 and n=5, got \[1, 6\]"),
-    (lambda: padding_mask([-1], 5), ValueError, "lengths must lie between 0 and n=5"),
-    (lambda: padding_mask([1.5], 5), TypeError, "lengths must be integers, got dtype float64"),
-    (lambda: padding_mask([[1, 2]], 5), ValueError, r"lengths must have shape \(b,\), got shape \(1, 2\)"),
+    (lambda: padding_mask([1, 6], 5), ValueError,
+     r"lengths must lie between 0 and n=5, got values from 1 to 6"),
+    (lambda: padding_mask(list(range(100)), 5), ValueError,  # not a hundred numbers
+     r"lengths must lie between 0 and n=5, got values from 0 to 99$"),
+    (lambda: padding_mask([[1, 2]], 5), ValueError,
+     r"lengths must have shape \(b,\), got shape \(1, 2\)"),
+    (lambda: padding_mask(3, 5), ValueError, r"lengths must have shape \(b,\), got shape \(\)"),
+    (lambda: causal_mask(10**30), ValueError, r"n=10{30} is too large: an \(n, n\) mask would"),
+    (lambda: sliding_window_mask(2**40, 3), ValueError, r"n=1099511627776 is too large"),
+] + [
+    (lambda bad=bad: causal_mask(bad), error, "n " + message)
+    for bad, error, message in BAD_INTEGERS
+] + [
+    (lambda bad=bad: sliding_window_mask(bad, 2), error, "n " + message)
+    for bad, error, message in BAD_INTEGERS
+] + [
+    (lambda bad=bad: sliding_window_mask(4, bad), error, "window " + message)
+    for bad, error, message in BAD_INTEGERS
+] + [
+    (lambda bad=bad: padding_mask([1], bad), error, "n " + message)
+    for bad, error, message in BAD_INTEGERS
+] + [
+    (lambda bad=bad: padding_mask(bad, 6), error, message) for bad, error, message in BAD_LENGTHS
 ])
 def test_bad_arguments(call, error, message):
     with pytest.raises(error, match=message):

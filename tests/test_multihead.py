@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import DTYPES, MASK_KINDS, assert_close, make_mask
+from helpers import (BAD_FLAGS, BAD_INTEGERS, BAD_MASKS, BAD_SEEDS, DTYPES, MASK_KINDS,
+                     assert_close, bad_arrays, make_mask)
 from mha import (MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention,
                  softmax)
 from mha.reference import multi_head_attention_reference
@@ -193,9 +194,13 @@ def test_defaults_and_repr():
      "d_model=10 is not divisible by h=3; pass d_k"),
     ({"d_model": 8, "h": 0}, ValueError, "h must be >= 1, got 0"),
     ({"d_model": 8, "h": -2}, ValueError, "h must be >= 1, got -2"),
-    ({"d_model": 8.0, "h": 2}, TypeError, "d_model must be an integer, got 8.0"),
     ({"d_model": 8, "h": 2, "d_k": 0}, ValueError, "d_k must be >= 1, got 0"),
-    ({"d_model": 8, "h": 2, "d_v": "4"}, TypeError, "d_v must be an integer, got '4'"),
+] + [
+    ({"d_model": 8, "h": 2, name: bad}, error, f"{name} " + message)
+    for name in ("d_model", "h", "d_k", "d_v") for bad, error, message in BAD_INTEGERS
+    if bad is not None or name in ("d_model", "h")  # d_k=None, d_v=None: the defaults
+] + [
+    ({"d_model": 8, "h": 2, "seed": bad}, error, message) for bad, error, message in BAD_SEEDS
 ])
 def test_bad_construction(kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -203,7 +208,7 @@ def test_bad_construction(kwargs, error, message):
 
 
 LAYER = MultiHeadAttention(8, 2, seed=0)
-X = np.zeros((5, 8))
+X = np.zeros((6, 8))
 
 
 @pytest.mark.parametrize("args, kwargs, error, message", [
@@ -214,24 +219,24 @@ X = np.zeros((5, 8))
     ((np.zeros((1, 2, 5, 8)),), {}, ValueError, r"got a 4-D array of shape \(1, 2, 5, 8\)"),
     ((X, np.ones((4, 4), bool)), {}, ValueError,
      r"shapes do not broadcast for the mask: mask \(4, 4\), the weights of one head"
-     r" \(..., n, m\) \(5, 5\)"),
-    ((X, np.ones((2, 5, 5), bool)), {}, ValueError,
-     r"mask of shape \(2, 5, 5\) must broadcast to the weights of one head \(..., n, m\) \(5, 5\)"),
-    ((X, np.ones((5, 5))), {}, ValueError, "a float mask must hold only 0 .* and -inf"),
-    ((X.astype(np.int32),), {}, TypeError,
-     r"x must be a real floating-point array .*got dtype int32 with shape \(5, 8\)"),
-    ((X.astype(complex),), {}, TypeError, "x must be a real floating-point array .*complex128"),
-    ((X.astype(object),), {}, TypeError, "x must be a real floating-point array .*object"),
-    ((np.full((5, 8), np.nan),), {}, ValueError,
-     r"x must contain only finite values, got NaN or inf in an array of shape \(5, 8\)"),
-    ((np.full((5, 8), -np.inf),), {}, ValueError, "x must contain only finite values"),
+     r" \(..., n, m\) \(6, 6\)"),
+    ((X, np.ones((2, 6, 6), bool)), {}, ValueError,
+     r"mask of shape \(2, 6, 6\) must broadcast to the weights of one head \(..., n, m\) \(6, 6\)"),
     ((np.zeros((2, 5, 8)),), {"context": np.zeros((3, 7, 8))}, ValueError,
      r"context must have the same number of dimensions and batch size as x: x \(2, 5, 8\) "
      r"needs context of shape \(2, 'm', 'd_model'\), got \(3, 7, 8\)"),
     ((X,), {"context": np.zeros((7, 4))}, ValueError,
      r"context must have last dimension d_model=8, got shape \(7, 4\)"),
-    ((X,), {"context": np.zeros((7, 8), dtype=int)}, TypeError,
-     "context must be a real floating-point array"),
+] + [
+    ((bad,), {}, error, message) for bad, error, message in bad_arrays("x", X.shape)
+] + [
+    ((X,), {"context": bad}, error, message)
+    for bad, error, message in bad_arrays("context", (7, 8))
+] + [
+    ((X, bad), {}, error, message) for bad, error, message in BAD_MASKS
+] + [
+    ((X,), {"return_weights": bad}, TypeError, "return_weights " + message)
+    for bad, message in BAD_FLAGS
 ])
 def test_bad_forward_input(args, kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -246,6 +251,10 @@ def test_overwritten_weight_of_the_wrong_shape_is_named():
     layer = MultiHeadAttention(8, 2, seed=0)
     layer.W_O[0, 0] = np.nan
     with pytest.raises(ValueError, match="self.W_O must contain only finite values"):
+        layer(X)
+    layer = MultiHeadAttention(8, 2, seed=0)
+    layer.W_V = layer.W_V.astype(int)
+    with pytest.raises(TypeError, match="self.W_V must be a real floating-point array"):
         layer(X)
 
 
@@ -278,13 +287,37 @@ def test_trace_shows_the_stages_of_the_same_computation(case):
         assert_close(stages["q"][..., i, :, :], x @ layer.W_Q[:, i, :].astype(x.dtype), tol)
         assert_close(stages["k"][..., i, :, :], ctx @ layer.W_K[:, i, :].astype(x.dtype), tol)
         assert_close(stages["v"][..., i, :, :], ctx @ layer.W_V[:, i, :].astype(x.dtype), tol)
-    if mask is None:
-        assert_close(stages["weights"], softmax(stages["scores"]), tol)
+    # The scores are the very ones the weights came from: softmax gives the weights bit for bit.
+    visible = True if mask is None else (mask if mask.dtype == np.bool_ else mask == 0)
+    if np.ndim(visible) == 3:
+        visible = visible[:, None]  # (b, n, m) -> (b, 1, n, m): the same for every head
+    np.testing.assert_array_equal(softmax(np.where(visible, stages["scores"], -np.inf)),
+                                  stages["weights"])
+    assert_close(stages["scores"], stages["q"] @ np.swapaxes(stages["k"], -1, -2)
+                 / np.sqrt(layer.d_k), tol)
     assert_close(stages["heads"], stages["weights"] @ stages["v"], tol)
     heads_side_by_side = np.concatenate(
         [stages["heads"][..., i, :, :] for i in range(layer.h)], axis=-1)
     np.testing.assert_array_equal(stages["concat"], heads_side_by_side)
     assert_close(stages["output"], stages["concat"] @ layer.W_O.astype(x.dtype), tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("d_k", [3, 5, 6])
+def test_trace_scores_are_the_ones_the_weights_came_from(dtype, d_k):
+    # With 1/sqrt(d_k) not a power of 2, (q k^T) * scale and (q * scale) k^T round apart: the
+    # trace must show the scores that were used, not a second computation of them.
+    layer = MultiHeadAttention(12, 4, d_k=d_k, seed=d_k)
+    x = np.random.default_rng(d_k).normal(size=(2, 30, 12)).astype(dtype)
+    mask = causal_mask(30)
+    stages = layer.trace(x, mask)
+    assert stages["scores"].dtype == dtype
+    np.testing.assert_array_equal(softmax(np.where(mask, stages["scores"], -np.inf)),
+                                  stages["weights"])
+    np.testing.assert_array_equal(stages["weights"], layer(x, mask, return_weights=True)[1])
+    unmasked = layer.trace(x)
+    np.testing.assert_array_equal(unmasked["scores"], stages["scores"])  # before the mask
+    np.testing.assert_array_equal(softmax(unmasked["scores"]), unmasked["weights"])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

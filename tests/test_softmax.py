@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from helpers import DTYPES, assert_close, no_warnings
+from helpers import DTYPES, assert_close, bad_arrays, no_warnings
 from mha import softmax
 
 finite_rows = hnp.arrays(
@@ -94,15 +94,29 @@ def test_nan_and_plus_inf_are_refused(bad):
         softmax(np.array([0.0, bad, 1.0]))
 
 
-@pytest.mark.parametrize("x", [np.arange(3), np.array([True, False]), np.ones(2, complex),
-                               np.array([1.0, "a"], dtype=object)])
-def test_non_float_input_is_refused(x):
-    with pytest.raises(TypeError, match=f"real floating-point array, got dtype {x.dtype}"):
+@pytest.mark.parametrize("x, error, message", [
+    row for row in bad_arrays("x", (2, 3)) if row[1] is TypeError  # NaN and inf: see above
+] + [(np.array([1.0, "a"], dtype=object), TypeError, "x must be a real floating-point array")])
+def test_non_float_input_is_refused(x, error, message):
+    with pytest.raises(error, match=message):
         softmax(x)
 
 
-def test_bad_axis():
-    with pytest.raises(ValueError, match=r"axis 2 is out of range for x of shape \(2, 3\)"):
-        softmax(np.zeros((2, 3)), axis=2)
-    with pytest.raises(TypeError, match="axis must be an integer"):
-        softmax(np.zeros((2, 3)), axis=1.0)
+@pytest.mark.parametrize("x, axis, error, message", [
+    (np.zeros((2, 3)), 2, ValueError, r"axis 2 is out of range for x of shape \(2, 3\)"),
+    (np.zeros((2, 3)), -3, ValueError, r"axis -3 is out of range for x of shape \(2, 3\)"),
+    (np.array(1.0), 0, ValueError,
+     r"axis 0 is out of range for x of shape \(\) \(a 0-d array has no axis\)"),
+    (np.array(1.0), -1, ValueError, r"axis -1 is out of range for x of shape \(\)"),
+    (np.zeros((2, 3)), 1.0, TypeError, "axis must be an integer, got 1.0"),
+    (np.zeros((2, 3)), True, TypeError, "axis must be an integer, got True"),
+    (np.zeros((2, 3)), None, TypeError, "axis must be an integer, got None"),
+])
+def test_bad_axis(x, axis, error, message):
+    with pytest.raises(error, match=message):
+        softmax(x, axis=axis)
+
+
+def test_axis_may_be_a_numpy_integer():
+    x = np.random.default_rng(1).normal(size=(3, 4))
+    np.testing.assert_array_equal(softmax(x, axis=np.int64(0)), softmax(x, axis=0))

@@ -132,7 +132,7 @@ def test_an_error_in_one_thread_is_raised_once_every_thread_is_done(monkeypatch)
         softmax(x)
 
 
-# ---- one pool, whatever happens -------------------------------------------------------------------
+# ---- one pool, whatever happens ------------------------------------------------------------------
 
 def test_eight_threads_at_once_create_one_pool(monkeypatch, fresh_pool):
     made = []

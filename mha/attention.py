@@ -311,7 +311,8 @@ def _softmax_rows(rows: np.ndarray) -> bool:
     some_empty = bool(empty.any())
     if some_empty:
         m[empty] = 0  # a row of -inf: exp(-inf - 0) = 0 everywhere
-    np.subtract(rows, m, out=rows)
+    with np.errstate(over="ignore"):  # x - m below float's range is -inf, and exp(-inf) = 0
+        np.subtract(rows, m, out=rows)
     np.exp(rows, out=rows)
     # float16 sums in float32: a row longer than 65504 would otherwise sum to inf.
     total = rows.sum(axis=1, keepdims=True, dtype=np.float32 if rows.itemsize < 4 else None)

@@ -237,9 +237,10 @@ def _online_softmax_step(s, m, m_new, alpha, l_tile) -> bool:
         return False
     np.maximum(m_new, m, out=m_new)
     shift = np.where(m_new == -np.inf, 0, m_new).astype(s.dtype, copy=False)  # (rows, 1)
-    np.subtract(m, shift, out=alpha)
+    with np.errstate(over="ignore"):  # a difference below float's range is -inf: exp gives 0
+        np.subtract(m, shift, out=alpha)
+        np.subtract(s, shift, out=s)
     np.exp(alpha, out=alpha)  # exp(m_old - m_new) <= 1; 0 on the first visible block
-    np.subtract(s, shift, out=s)
     np.exp(s, out=s)  # p = exp(s - m_new), each <= 1
     np.sum(s, axis=1, keepdims=True, out=l_tile)  # while the rows are still in cache
     return True

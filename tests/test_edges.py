@@ -248,6 +248,23 @@ def test_softmax_of_a_float16_row_longer_than_65504():
     np.testing.assert_array_equal(w, np.float16(1 / 70000))
 
 
+def test_scores_further_apart_than_the_dtype_reaches_need_no_warning():
+    # x - max(x) below -65504 is -inf in float16, and exp(-inf) = 0: the exact answer, so no
+    # "overflow encountered in subtract" on the way.
+    with no_warnings():
+        np.testing.assert_array_equal(softmax(np.array([60000, -60000], np.float16)), [1, 0])
+        np.testing.assert_array_equal(softmax(np.array([1e308, -1e308])), [1, 0])
+        _, w = scaled_dot_product_attention(np.full((1, 2), 200, np.float16),
+                                            np.array([[150] * 2, [-150] * 2], np.float16),
+                                            np.ones((2, 1), np.float16))
+        # Scores +-30000 (float16): 1.3e19^2 * sqrt(2) = +-2.4e38 (float32, in chunked_attention).
+        q = np.full((1, 2), 1.3e19, np.float32)
+        k = np.array([[-1.3e19] * 2, [1.3e19] * 2], np.float32)
+        out = chunked_attention(q, k, np.array([[0.0], [1.0]], np.float32), block_size=1)
+    np.testing.assert_array_equal(w, [[1, 0]])
+    np.testing.assert_array_equal(out, [[1.0]])
+
+
 def test_chunked_float16_running_sums_do_not_overflow():
     # p @ v over 600 keys of value 1000 is 600000 before the division: beyond float16.
     q = np.zeros((600, 4), np.float16)

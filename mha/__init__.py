@@ -3,13 +3,19 @@
 The numeric core imports only NumPy. Public API:
 
 - `softmax`: stable softmax; a fully masked slice gives zeros, not NaN.
-- `attention_scores`: the scaled scores ``q k^T / sqrt(d_k)``, before mask and softmax.
+- `attention_scores`: the scaled scores ``q k^T / sqrt(d_k)``, before mask and softmax (the
+  very scores `scaled_dot_product_attention` computes).
 - `scaled_dot_product_attention`: ``softmax(q k^T / sqrt(d_k) + mask) v`` on any batch shape.
 - `chunked_attention`: the same attention block by block (online softmax), the mask given by
   its structure (``causal=``, ``window=``, ``lengths=``), never storing the n x n scores.
 - `causal_mask`, `sliding_window_mask`, `padding_mask`: boolean masks
   (True = may attend), combinable with ``&``.
 - `MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays.
+
+Bad input raises ``TypeError`` (wrong kind) or ``ValueError`` (wrong shape or value) naming the
+argument and the shapes; a result that overflows the inputs' dtype raises ``ValueError`` rather
+than coming back as inf, NaN or a row of zeros. Behind the public functions, `mha._checks` holds
+every input check and `mha._parallel` the thread pool the softmax rows run on.
 
 `mha.reference` holds the slow, obvious implementation used as the test oracle.
 `mha.minilm` runs a real pretrained encoder, all-MiniLM-L6-v2, on this attention (its weights

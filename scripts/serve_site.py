@@ -68,10 +68,11 @@ def free_port(host: str = HOST) -> int:
 
 
 def build_site(site_dir: str | os.PathLike, site_url: str, *, strict: bool = True,
-               python: str | None = None, quiet: bool = True) -> None:
+               python: str | None = None, quiet: bool = True) -> str:
     """Build the MkDocs site of this repository into ``site_dir`` for ``site_url``.
 
-    Raises ``RuntimeError`` with MkDocs' output when the build fails.
+    Returns MkDocs' log when ``quiet`` (else it went to the terminal: ""). Raises
+    ``RuntimeError`` with the lines of it that matter when the build fails.
     """
     env = dict(os.environ, SITE_URL=site_url, NO_MKDOCS_2_WARNING="1",
                PYTHONDONTWRITEBYTECODE="1")
@@ -86,6 +87,7 @@ def build_site(site_dir: str | os.PathLike, site_url: str, *, strict: bool = Tru
         shown = [line for line in lines[:-5] if re.match(r"(WARNING|ERROR|Error|Traceback)", line)]
         raise RuntimeError(f"mkdocs build --site-dir {site_dir} failed "
                            f"(exit {result.returncode}):\n" + "\n".join(shown[:30] + lines[-5:]))
+    return result.stdout or ""
 
 
 def _handler(site_dir: Path, use_gzip: bool, log: bool) -> type[http.server.BaseHTTPRequestHandler]:

@@ -1,7 +1,10 @@
-"""Shared test settings: a Hypothesis profile that cannot flake on a slow, shared machine, and
-the real model for the tests that need it."""
+"""Shared test settings: a Hypothesis profile that cannot flake on a slow, shared machine, the
+real model for the tests that need it, and the site built once for the site and browser tests."""
 
+import importlib.util
 import os
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -32,3 +35,33 @@ def model():
         if os.environ.get("CI"):
             pytest.fail(f"CI must have the all-MiniLM-L6-v2 weights: {error}")
         pytest.skip(f"all-MiniLM-L6-v2 is not installed: {error}")
+
+
+def load_serve_site():
+    """scripts/serve_site.py as a module (scripts/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "serve_site.py"
+    spec = importlib.util.spec_from_file_location("serve_site", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The site, built once per session (strict, into a temporary folder) and shared by
+    tests/test_site.py and tests/test_browser.py: ``dir``, ``url`` (the address it was built
+    for, on 127.0.0.1), ``log`` (MkDocs' output) and ``serve()``, a context manager that serves
+    it at that address, gzipped as GitHub Pages serves it, and gives the address.
+
+    The build itself writes what a build writes in the work tree: the figures under
+    docs/<lang>/figures/ and the caches under .cache/."""
+    serve_site = load_serve_site()
+    port = serve_site.free_port()
+    url = f"http://127.0.0.1:{port}/"
+    site_dir = tmp_path_factory.mktemp("site")
+    try:
+        log = serve_site.build_site(site_dir, url)
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    return SimpleNamespace(dir=site_dir, url=url, log=log,
+                           serve=lambda: serve_site.serve(site_dir, port=port, gzip=True))

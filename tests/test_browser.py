@@ -1,6 +1,7 @@
 """The built site in a real browser (Debian's Chromium through Playwright), in both languages.
 
-The site is built once (strict) for the address it is served at, and served gzipped as GitHub
+The site is the session's one build (``built_site`` in tests/conftest.py, shared with
+tests/test_site.py), made strict for the address it is served at, and served gzipped as GitHub
 Pages serves it, by ``scripts/serve_site.py``. The tests check what a reader gets: the pages load
 without console errors, KaTeX typeset every formula, the figures load and have alt text, the
 language switcher keeps the page, search finds the chapter in Chinese and in English, the copy
@@ -15,7 +16,6 @@ dark, and at phone width, into that folder.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from pathlib import Path
@@ -23,7 +23,6 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu",
                  "--disable-background-networking", "--disable-component-update",
@@ -51,16 +50,6 @@ RECORD_SHIFTS = """() => { window.__shifts = [];
          (s.node.className || '') : '?')}))).observe({type: 'layout-shift', buffered: true}); }"""
 
 
-def _load_serve_site():
-    spec = importlib.util.spec_from_file_location("serve_site", ROOT / "scripts" / "serve_site.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-serve_site = _load_serve_site()
-
-
 # --- Fixtures ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -79,16 +68,12 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def site(browser, tmp_path_factory):
-    """(base URL, site directory): the site built strict for that URL, served gzipped."""
-    port = serve_site.free_port()
-    site_dir = tmp_path_factory.mktemp("site")
-    try:
-        serve_site.build_site(site_dir, f"http://127.0.0.1:{port}/")
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    with serve_site.serve(site_dir, port=port, gzip=True) as base_url:
-        yield base_url, site_dir
+def site(browser, built_site):
+    """(base URL, site directory): the session's site, served gzipped at the URL it was built
+    for. (After ``browser``: without Chromium the tests are skipped before any build.)"""
+    with built_site.serve() as base_url:
+        assert base_url == built_site.url
+        yield base_url, built_site.dir
 
 
 @pytest.fixture(scope="module")

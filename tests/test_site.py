@@ -182,14 +182,9 @@ def test_skipped_or_continued_blocks_say_so_visibly():
 # ---- the built site ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", SITE_URL="http://127.0.0.1:8000/")
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return out
+def site(built_site) -> Path:
+    """The session's one strict build (``built_site``, tests/conftest.py)."""
+    return built_site.dir
 
 
 def built_page(site: Path, lang: str, page: str) -> Path:

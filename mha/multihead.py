@@ -258,9 +258,10 @@ class MultiHeadAttention:
         W_V = check_weight(self.W_V, "self.W_V", (d_model, h, d_v))
         W_O = check_weight(self.W_O, "self.W_O", (h * d_v, d_model))
         lead, n, m = x.shape[:-2], x.shape[-2], context.shape[-2]
-        if mask is not None:
-            hidden = as_hidden_mask(mask, lead + (n, m), "the weights of one head (..., n, m)")
-            mask = hidden[:, None] if hidden.ndim == 3 else hidden  # (b, 1, n, m): every head
+        hidden = None if mask is None else as_hidden_mask(
+            mask, lead + (n, m), "the weights of one head (..., n, m)")  # True = hidden
+        if hidden is not None and hidden.ndim == 3:
+            hidden = hidden[:, None]  # (b, n, m) -> (b, 1, n, m): the same for every head
         dtype = np.result_type(x, context)
 
         flat = [W.reshape(d_model, -1) for W in (W_Q, W_K, W_V)]  # (d_model, h*d_k) each
@@ -278,7 +279,8 @@ class MultiHeadAttention:
         # q (..., h, n, d_k), k (..., h, m, d_k), v (..., h, m, d_v)
 
         scale = dtype.type(1.0 / np.sqrt(d_k))
-        heads, weights, scores = _attend(q, k, v, mask, scale, keep_scores=keep)  # (..., h, n, d_v)
+        heads, weights, scores = _attend(q, k, v, hidden, scale, keep_scores=keep)
+        # heads (..., h, n, d_v), weights and scores (..., h, n, m)
         concat = merge_heads(heads)                                   # (..., n, h*d_v)
         with np.errstate(over="ignore", invalid="ignore"):
             output = concat @ W_O.astype(dtype, copy=False)           # (..., n, d_model)

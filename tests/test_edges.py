@@ -114,6 +114,16 @@ def test_the_output_of_the_layer_may_not_overflow_either():
         layer(x)
 
 
+def test_the_layer_refuses_an_output_projection_that_overflows():
+    layer = identity_layer(4)
+    layer.W_O = np.full((4, 4), 1000.0)  # heads of 100: 100 * 1000 * 4 = 400000 > 65504
+    x = np.full((3, 4), 100, np.float16)
+    assert np.isfinite(layer.trace(x.astype(np.float32))["heads"]).all()
+    with pytest.raises(ValueError, match=r"the layer's output overflowed float16 \(x \(3, 4\), "
+                                         r"context \(3, 4\)\)"):
+        layer(x)
+
+
 def test_chunked_running_sums_that_overflow_are_refused():
     # Four equal scores: o sums four values of 3e38 before dividing by 4, beyond float32.
     v = np.full((4, 1), 3e38, np.float32)

@@ -8,12 +8,17 @@ only when its bytes change, so the watcher of ``mkdocs serve`` is not woken for 
 are cached the same way; ``hooks/markers.py`` puts each one where a page has its
 ``<!-- mha:table NAME -->`` marker.
 
-    python hooks/draw_figures.py            # draw what changed
+    python hooks/draw_figures.py                      # draw what changed
+    python hooks/draw_figures.py --root DIR           # from DIR/mha into DIR/docs, DIR/.cache
+    python hooks/draw_figures.py --only NAME[,NAME]   # only these figures and tables
+
+``--root`` and ``--only`` are for the tests, which draw from a copy of ``mha/`` in a temporary
+folder and never into the work tree.
 """
 
 from __future__ import annotations
 
-import hashlib
+import argparse
 import multiprocessing
 import os
 import sys
@@ -28,27 +33,23 @@ from pathlib import Path
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_variable] = "1"
 
+from _fingerprint import fingerprint, package_files  # noqa: E402 - hooks/_fingerprint.py
+
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
-CACHE = ROOT / ".cache" / "figures"
-TABLES_OUT = ROOT / ".cache" / "tables"
 
 
 def figure_key(name: str, depends: tuple[str, ...], package: Path = ROOT / "mha") -> str:
     """Hash of the matplotlib version and of every source file the figure depends on.
 
-    Every figure depends on the core (``mha/*.py``), the style and the terms, besides the
-    modules named for it in ``mha.site.plots.DEPENDS``.
+    Every figure depends on the core (the files directly in ``mha/``), the style and the terms,
+    besides the files named for it in ``mha.site.plots.DEPENDS`` (data files among them).
     """
     import matplotlib
 
-    common = [p.relative_to(package).as_posix() for p in package.glob("*.py")]
+    common = [relative for relative in package_files(package) if "/" not in relative]
     common += ["site/plots/__init__.py", "site/plots/_style.py", "site/terms.py"]
-    digest = hashlib.sha256(f"{name}\0{matplotlib.__version__}\0".encode())
-    for relative in sorted(set(common) | set(depends)):
-        digest.update(relative.encode() + b"\0" + (package / relative).read_bytes())
-    digest.update(Path(__file__).read_bytes())
-    return digest.hexdigest()[:16]
+    return fingerprint(package, [*common, *depends], extra=[Path(__file__)],
+                       salt=f"{name}\0{matplotlib.__version__}")
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:
@@ -80,17 +81,28 @@ def make_into_cache(job: tuple[str, str, Path]) -> None:
             write_if_changed(cached, make(kind, name, lang))
 
 
-def main() -> int:
-    sys.path.insert(0, str(ROOT))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Draw the site's figures and tables.")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the folder holding mha/; docs/ and .cache/ are written in it")
+    parser.add_argument("--only", help="comma-separated names: draw only these")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    sys.path.insert(0, str(root))
     from mha.site.plots import DEPENDS, FIGURES, LANGUAGES, TABLES
 
     if set(DEPENDS) != set(FIGURES) | set(TABLES):
         raise SystemExit(f"mha.site.plots: DEPENDS and FIGURES + TABLES list different names: "
                          f"{sorted(set(DEPENDS) ^ (set(FIGURES) | set(TABLES)))}")
-    outputs = {"svg": lambda lang, name: DOCS / lang / "figures" / f"{name}.svg",
-               "md": lambda lang, name: TABLES_OUT / lang / f"{name}.md"}
-    items = [("svg", name) for name in FIGURES] + [("md", name) for name in TABLES]
-    folders = {name: CACHE / figure_key(name, DEPENDS[name]) for _, name in items}
+    only = set(args.only.split(",")) if args.only else set(DEPENDS)
+    if only - set(DEPENDS):
+        raise SystemExit(f"no figure or table named {sorted(only - set(DEPENDS))}")
+    outputs = {"svg": lambda lang, name: root / "docs" / lang / "figures" / f"{name}.svg",
+               "md": lambda lang, name: root / ".cache" / "tables" / lang / f"{name}.md"}
+    items = [("svg", name) for name in FIGURES if name in only]
+    items += [("md", name) for name in TABLES if name in only]
+    folders = {name: root / ".cache" / "figures" / figure_key(name, DEPENDS[name], root / "mha")
+               for _, name in items}
     jobs = [(kind, name, folders[name]) for kind, name in items
             if not all((folders[name] / lang / f"{name}.{kind}").exists() for lang in LANGUAGES)]
     # A cold build draws every figure: share them out between the cores (each worker imports
@@ -98,7 +110,7 @@ def main() -> int:
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=sys.path.insert, initargs=(0, str(ROOT))) as pool:
+                                 initializer=sys.path.insert, initargs=(0, str(root))) as pool:
             list(pool.map(make_into_cache, jobs))
     else:
         for job in jobs:
@@ -108,7 +120,8 @@ def main() -> int:
         for lang in LANGUAGES:
             written += write_if_changed(outputs[kind](lang, name),
                                         (folders[name] / lang / f"{name}.{kind}").read_bytes())
-    print(f"{len(FIGURES)} figures and {len(TABLES)} tables x {len(LANGUAGES)} languages: "
+    figures = sum(kind == "svg" for kind, _ in items)
+    print(f"{figures} figures and {len(items) - figures} tables x {len(LANGUAGES)} languages: "
           f"{len(jobs) * len(LANGUAGES)} drawn, {written} files updated")
     return 0
 

@@ -1,14 +1,14 @@
 """MkDocs hook: make sure every figure is drawn from the current ``mha`` before a build.
 
 The drawing happens in a subprocess (``hooks/draw_figures.py``) so that an edit to ``mha`` under
-``mkdocs serve`` is drawn with the new code. A fingerprint of ``mha/`` and the drawing script
-skips even the subprocess when nothing changed since the last build of this process (the i18n
-plugin builds once per language).
+``mkdocs serve`` is drawn with the new code. A fingerprint of every source file of ``mha/`` (data
+files too: ``mha/site/data/benchmark.json`` draws a figure) and of the drawing script skips even
+the subprocess when nothing changed since the last build of this process (the i18n plugin builds
+once per language; ``mkdocs serve`` keeps this module across rebuilds).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 import sys
@@ -16,27 +16,32 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+from _fingerprint import PACKAGE, fingerprint, package_files  # hooks/_fingerprint.py
+
 ROOT = Path(__file__).resolve().parents[1]
+DRAW = ROOT / "hooks" / "draw_figures.py"
 _last_fingerprint: str | None = None
 
 
-def _fingerprint() -> str:
-    digest = hashlib.sha256()
-    for path in sorted((ROOT / "mha").rglob("*.py")) + [ROOT / "hooks" / "draw_figures.py"]:
-        digest.update(path.as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+def sources_fingerprint(package: Path) -> str:
+    """What the figures and tables are made from: every file of ``package`` and the script."""
+    return fingerprint(package, package_files(package), extra=[DRAW])
+
+
+def draw() -> None:
+    """Run ``hooks/draw_figures.py`` in a fresh interpreter; its output is the error message."""
+    result = subprocess.run([sys.executable, str(DRAW)], capture_output=True, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        raise PluginError("drawing the figures failed:\n" + result.stdout + result.stderr)
 
 
 def on_pre_build(config) -> None:
     global _last_fingerprint
-    fingerprint = _fingerprint()
-    if fingerprint == _last_fingerprint:
+    current = sources_fingerprint(PACKAGE)
+    if current == _last_fingerprint:
         return
-    result = subprocess.run([sys.executable, str(ROOT / "hooks" / "draw_figures.py")],
-                            capture_output=True, text=True, cwd=ROOT)
-    if result.returncode != 0:
-        raise PluginError("drawing the figures failed:\n" + result.stdout + result.stderr)
-    _last_fingerprint = fingerprint
+    draw()
+    _last_fingerprint = current
 
 
 _IMG = re.compile(r'<img ([^>]*?)src="([^"]*figures/[^"]+\.svg)"([^>]*)>')

@@ -6,8 +6,9 @@ Two fixes around mkdocs-jupyter:
   the notebooks were copied as raw JSON into ``…/index.html`` (and ``--strict`` still passed).
   Wrapping them again after i18n (lower priority = later) makes them real pages again.
 - mkdocs-jupyter caches an executed notebook on the notebook's bytes only, so its outputs went
-  stale when ``mha`` changed. Its cache folder is keyed here on ``mha``'s sources as well (and on
-  the language, see ``on_pre_build``).
+  stale when ``mha`` changed. Its cache folder is keyed here on every source file of ``mha/``
+  (the fingerprint of ``hooks/_fingerprint.py``, data files included) as well, and on the
+  language (see ``on_pre_build``).
 
 A cold build also starts executing every language's notebooks in a background thread before
 the figures are drawn (kernels run in their own processes), so the two overlap.
@@ -15,14 +16,16 @@ the figures are drawn (kernels run in their own processes), so the two overlap.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
+from _fingerprint import PACKAGE, fingerprint, package_files  # hooks/_fingerprint.py
+
 ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "notebooks"
 
 
 def _jupyter(config):
@@ -32,15 +35,9 @@ def _jupyter(config):
     return plugin
 
 
-def mha_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for path in sorted((ROOT / "mha").rglob("*.py")):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def _cache_dir(language: str) -> Path:
-    return ROOT / ".cache" / "notebooks" / mha_fingerprint() / language
+    """``.cache/notebooks/<fingerprint of mha's sources>/<language>``."""
+    return CACHE / fingerprint(PACKAGE, package_files(PACKAGE)) / language
 
 
 @event_priority(50)  # before hooks/figures.py: notebooks execute while the figures are drawn

@@ -1,5 +1,6 @@
 """Experiments, plot functions and the figure build: right numbers, right language, no boxes."""
 
+import json
 import re
 import shutil
 import subprocess
@@ -85,35 +86,101 @@ def test_terms_are_unique_per_language():
         term("no-such-term", "zh")
 
 
-def test_draw_script_writes_only_when_bytes_change():
-    script = [sys.executable, str(ROOT / "hooks" / "draw_figures.py")]
-    subprocess.run(script, check=True, capture_output=True)
-    outputs = [ROOT / "docs" / lang / "figures" / f"{name}.svg"
-               for name in FIGURES for lang in LANGUAGES]
-    stamps = [p.stat().st_mtime_ns for p in outputs]
-    result = subprocess.run(script, check=True, capture_output=True, text=True)
-    assert "0 drawn, 0 files updated" in result.stdout
-    assert [p.stat().st_mtime_ns for p in outputs] == stamps
+def import_hook(name: str):
+    """The hook module hooks/<name>.py, imported as MkDocs imports it (its folder on sys.path)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+
+
+def copy_of_mha(root: Path) -> Path:
+    shutil.copytree(ROOT / "mha", root / "mha", ignore=shutil.ignore_patterns("__pycache__"))
+    return root / "mha"
+
+
+def double_the_benchmark_times(package: Path) -> None:
+    """Edit the kept benchmark run as a new run would: other numbers, same shape."""
+    path = package / "site" / "data" / "benchmark.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for row in data["results"]:
+        row["seconds"] *= 2
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def draw(root: Path, *names: str) -> str:
+    """hooks/draw_figures.py on the tree at ``root`` (never the work tree): its report."""
+    result = subprocess.run([sys.executable, str(ROOT / "hooks" / "draw_figures.py"),
+                             "--root", str(root), "--only", ",".join(names)],
+                            check=True, capture_output=True, text=True)
+    return result.stdout
+
+
+def test_draw_script_writes_only_when_bytes_change_and_redraws_what_a_data_file_feeds(tmp_path):
+    """In a copy of mha/: a second run draws and writes nothing; a new benchmark run redraws
+    the figure made from it, and nothing else."""
+    package = copy_of_mha(tmp_path)
+    names = ("speed-measured", "speed-blocks")
+    assert "2 figures and 0 tables x 2 languages: 4 drawn, 4 files updated" in draw(tmp_path, *names)
+    outputs = {name: [tmp_path / "docs" / lang / "figures" / f"{name}.svg" for lang in LANGUAGES]
+               for name in names}
+    stamps = {name: [p.stat().st_mtime_ns for p in paths] for name, paths in outputs.items()}
+    contents = {name: [p.read_bytes() for p in paths] for name, paths in outputs.items()}
+    assert "0 drawn, 0 files updated" in draw(tmp_path, *names)
+    assert {name: [p.stat().st_mtime_ns for p in paths] for name, paths in outputs.items()} == stamps
+    double_the_benchmark_times(package)
+    assert "2 drawn, 2 files updated" in draw(tmp_path, *names)
+    assert [p.read_bytes() for p in outputs["speed-measured"]] != contents["speed-measured"]
+    assert [p.stat().st_mtime_ns for p in outputs["speed-blocks"]] == stamps["speed-blocks"]
 
 
 def test_figures_are_redrawn_when_their_source_changes(tmp_path):
-    # The cache key covers the figure's own modules and the core: change either, get a new key.
-    sys.path.insert(0, str(ROOT / "hooks"))
-    try:
-        import draw_figures
-    finally:
-        sys.path.remove(str(ROOT / "hooks"))
-    package = tmp_path / "mha"
-    shutil.copytree(ROOT / "mha", package, ignore=shutil.ignore_patterns("__pycache__"))
-    name, depends = "scores-scaling", DEPENDS["scores-scaling"]
-    key = draw_figures.figure_key(name, depends, package)
-    assert key == draw_figures.figure_key(name, depends)  # the copy hashes like the original
-    for relative in ("site/plots/scores.py", "attention.py", "site/terms.py"):
+    # The cache key covers the figure's own files (data too) and the core: change one, get a
+    # new key.
+    draw_figures = import_hook("draw_figures")
+    package = copy_of_mha(tmp_path)
+    for name, relative in [("scores-scaling", "site/plots/scores.py"),
+                           ("scores-scaling", "attention.py"),
+                           ("scores-scaling", "site/terms.py"),
+                           ("speed-measured", "site/data/benchmark.json")]:
+        depends = DEPENDS[name]
+        key = draw_figures.figure_key(name, depends, package)
+        assert key == draw_figures.figure_key(name, depends)  # the copy hashes like the original
         original = (package / relative).read_bytes()
-        (package / relative).write_bytes(original + b"\n# edited\n")
+        (package / relative).write_bytes(original + b"\n")
         assert draw_figures.figure_key(name, depends, package) != key, relative
         (package / relative).write_bytes(original)
-    assert draw_figures.figure_key(name, depends, package) == key
+        assert draw_figures.figure_key(name, depends, package) == key
+
+
+def test_the_build_draws_again_when_any_source_changes_data_included(tmp_path, monkeypatch):
+    """hooks/figures.py skips the drawing while mha's sources are unchanged (i18n builds once
+    per language; mkdocs serve keeps the hook), and draws again after an edit to any of them:
+    a new benchmark run (JSON) as well as a module. (It once hashed *.py only, so under
+    mkdocs serve a new benchmark.json changed the page's table but not its figure.)"""
+    figures = import_hook("figures")
+    package = copy_of_mha(tmp_path)
+    drawn = []
+    monkeypatch.setattr(figures, "PACKAGE", package)
+    monkeypatch.setattr(figures, "draw", lambda: drawn.append(True))
+    monkeypatch.setattr(figures, "_last_fingerprint", None)
+    figures.on_pre_build(None)
+    figures.on_pre_build(None)
+    assert len(drawn) == 1
+    double_the_benchmark_times(package)
+    figures.on_pre_build(None)
+    assert len(drawn) == 2
+    (package / "site" / "plots" / "speed.py").write_text("# edited\n", encoding="utf-8")
+    figures.on_pre_build(None)
+    assert len(drawn) == 3
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"bytecode")
+    (package / ".speed.py.swp").write_bytes(b"an editor's")
+    figures.on_pre_build(None)
+    assert len(drawn) == 3
 
 
 def test_both_languages_see_the_same_numbers_for_the_same_concepts():

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tokenize
@@ -324,17 +325,55 @@ def test_notebooks_are_cached_per_language_and_rerun_when_mha_changes(site, tmp_
     log = result.stdout + result.stderr
     for lang in LANGS:
         assert f"Cache hit: {DOCS / lang / 'python-demo.ipynb'}" in log, log[-2000:]
-    assert "Converting notebook" not in log
-    # ...and the cache folder is keyed on mha's sources and the language.
+    assert "Cache miss" not in log
     notebooks = import_hook("notebooks")
+    for lang in LANGS:
+        assert list(notebooks._cache_dir(lang).glob("*.json")), lang
+
+
+def copy_of_mha(tmp_path: Path) -> Path:
+    package = tmp_path / "mha"
+    shutil.copytree(ROOT / "mha", package, ignore=shutil.ignore_patterns("__pycache__"))
+    return package
+
+
+def edit(path: Path) -> None:
+    """Change a source file the way an author does: its bytes, not its name."""
+    if path.suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["results"][0]["seconds"] *= 2
+        path.write_text(json.dumps(data), encoding="utf-8")
+    else:
+        path.write_bytes(path.read_bytes() + b"\n# edited\n")
+
+
+@pytest.mark.parametrize("source", ["site/data/benchmark.json", "attention.py",
+                                    "models/encoder.py"])
+def test_notebook_cache_folder_follows_every_source_of_mha_and_the_language(
+        source, tmp_path, monkeypatch):
+    """hooks/notebooks.py: mkdocs-jupyter's cache folder is keyed on mha's sources (data files
+    too) and on the language; bytecode does not count."""
+    notebooks = import_hook("notebooks")
+    monkeypatch.setattr(notebooks, "PACKAGE", copy_of_mha(tmp_path))
+    before = {lang: notebooks._cache_dir(lang) for lang in LANGS}
+    assert before["zh"].parent == before["en"].parent and before["zh"] != before["en"]
+    assert before["en"].parent.parent == ROOT / ".cache" / "notebooks"
+    pycache = notebooks.PACKAGE / "__pycache__"
+    pycache.mkdir()
+    (pycache / "attention.cpython-311.pyc").write_bytes(b"bytecode")
+    assert notebooks._cache_dir("en") == before["en"]
+    edit(notebooks.PACKAGE / source)
+    assert notebooks._cache_dir("en") != before["en"]
+    # ...and a build hands that folder to mkdocs-jupyter, per language.
     jupyter = SimpleNamespace(config={})
 
     class Config(dict):
         plugins = SimpleNamespace(get=lambda name: jupyter)
 
-    notebooks._start_in_background = lambda config, jupyter: None  # no notebooks to run here
-    notebooks.on_pre_build(Config(theme={"language": "en"}))
-    assert jupyter.config["cache_dir"].endswith(f"{notebooks.mha_fingerprint()}/en")
+    monkeypatch.setattr(notebooks, "_start_in_background", lambda config, jupyter: None)
+    for lang in LANGS:
+        notebooks.on_pre_build(Config(theme={"language": lang}))
+        assert jupyter.config["cache_dir"] == str(notebooks._cache_dir(lang))
 
 
 def test_api_reference_documents_every_public_name_in_both_languages(site):
@@ -497,7 +536,37 @@ def test_compiled_templates_are_kept_for_the_next_build(site):
         assert (cache / f"__jinja2_{key}.cache").is_file(), name
 
 
-def test_search_entries_are_reused_only_while_the_page_is_unchanged(monkeypatch):
+def test_search_cache_replaces_materials_method_only_from_startup_to_shutdown():
+    """Importing hooks/search_cache.py leaves Material's SearchIndex as it was (MkDocs imports
+    hooks, and so do these tests); ``mkdocs build`` and ``serve`` call on_startup, which puts
+    the cache in place, and on_shutdown, which puts Material's own method back."""
+    from material.plugins.search.plugin import SearchIndex
+
+    material = SearchIndex.add_entry_from_context
+    search_cache = import_hook("search_cache")
+    assert SearchIndex.add_entry_from_context is material
+    try:
+        search_cache.on_startup(command="build", dirty=False)
+        assert SearchIndex.add_entry_from_context is search_cache.add_entry_from_context
+        assert search_cache._parse is material
+    finally:
+        search_cache.on_shutdown()
+    assert SearchIndex.add_entry_from_context is material
+
+
+@pytest.fixture
+def search_cache(monkeypatch):
+    """hooks/search_cache.py, in place as during a build; Material's own method is back after
+    the test, whatever happens in it."""
+    from material.plugins.search.plugin import SearchIndex
+
+    monkeypatch.setattr(SearchIndex, "add_entry_from_context", SearchIndex.add_entry_from_context)
+    module = import_hook("search_cache")
+    module.on_startup(command="build", dirty=False)
+    return module
+
+
+def test_search_entries_are_reused_only_while_the_page_is_unchanged(search_cache, monkeypatch):
     """hooks/search_cache.py: a page seen before gets the entries Material's own parser gave it
     (copies: an index that edits its entries does not edit the cache); a page whose HTML
     changed is parsed again."""

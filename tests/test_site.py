@@ -315,14 +315,11 @@ def test_table_marker_inserts_the_table_mha_computed(site):
                          rf"{re.escape(role)}</td>", html), rows[0]
 
 
-def test_notebooks_are_cached_per_language_and_rerun_when_mha_changes(site, tmp_path):
-    # The module's build above filled the cache: a second build re-executes nothing...
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True,
-        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
-    assert result.returncode == 0, result.stderr[-2000:]
-    log = result.stdout + result.stderr
+def test_notebook_pages_come_from_the_cache_the_hook_keeps(built_site):
+    """The session's build found every language's notebook in the cache (rendered ahead by
+    hooks/notebooks.py, or kept from an earlier build), executed none itself, and left each
+    entry in its language's folder for the next build."""
+    log = built_site.log
     for lang in LANGS:
         assert f"Cache hit: {DOCS / lang / 'python-demo.ipynb'}" in log, log[-2000:]
     assert "Cache miss" not in log
@@ -536,37 +533,7 @@ def test_compiled_templates_are_kept_for_the_next_build(site):
         assert (cache / f"__jinja2_{key}.cache").is_file(), name
 
 
-def test_search_cache_replaces_materials_method_only_from_startup_to_shutdown():
-    """Importing hooks/search_cache.py leaves Material's SearchIndex as it was (MkDocs imports
-    hooks, and so do these tests); ``mkdocs build`` and ``serve`` call on_startup, which puts
-    the cache in place, and on_shutdown, which puts Material's own method back."""
-    from material.plugins.search.plugin import SearchIndex
-
-    material = SearchIndex.add_entry_from_context
-    search_cache = import_hook("search_cache")
-    assert SearchIndex.add_entry_from_context is material
-    try:
-        search_cache.on_startup(command="build", dirty=False)
-        assert SearchIndex.add_entry_from_context is search_cache.add_entry_from_context
-        assert search_cache._parse is material
-    finally:
-        search_cache.on_shutdown()
-    assert SearchIndex.add_entry_from_context is material
-
-
-@pytest.fixture
-def search_cache(monkeypatch):
-    """hooks/search_cache.py, in place as during a build; Material's own method is back after
-    the test, whatever happens in it."""
-    from material.plugins.search.plugin import SearchIndex
-
-    monkeypatch.setattr(SearchIndex, "add_entry_from_context", SearchIndex.add_entry_from_context)
-    module = import_hook("search_cache")
-    module.on_startup(command="build", dirty=False)
-    return module
-
-
-def test_search_entries_are_reused_only_while_the_page_is_unchanged(search_cache, monkeypatch):
+def test_search_entries_are_reused_only_while_the_page_is_unchanged(monkeypatch):
     """hooks/search_cache.py: a page seen before gets the entries Material's own parser gave it
     (copies: an index that edits its entries does not edit the cache); a page whose HTML
     changed is parsed again."""

@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         for lang in LANGUAGES:
             written += write_if_changed(outputs[kind](lang, name),
                                         (folders[name] / lang / f"{name}.{kind}").read_bytes())
+    for stale in (root / ".cache" / "tables").glob("*/*.md"):
+        if stale.stem not in TABLES:  # gone from the registry: a page's marker must not find it
+            stale.unlink()
     figures = sum(kind == "svg" for kind, _ in items)
     print(f"{figures} figures and {len(items) - figures} tables x {len(LANGUAGES)} languages: "
           f"{len(jobs) * len(LANGUAGES)} drawn, {written} files updated")

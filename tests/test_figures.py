@@ -121,19 +121,22 @@ def draw(root: Path, *names: str) -> str:
 
 def test_draw_script_writes_only_when_bytes_change_and_redraws_what_a_data_file_feeds(tmp_path):
     """In a copy of mha/: a second run draws and writes nothing; a new benchmark run redraws
-    the figure made from it, and nothing else."""
+    the figure and the table made from it, and nothing else."""
     package = copy_of_mha(tmp_path)
-    names = ("speed-measured", "speed-blocks")
-    assert "2 figures and 0 tables x 2 languages: 4 drawn, 4 files updated" in draw(tmp_path, *names)
+    names = ("speed-measured", "speed-blocks", "benchmark")
+    assert "2 figures and 1 tables x 2 languages: 6 drawn, 6 files updated" in draw(tmp_path, *names)
     outputs = {name: [tmp_path / "docs" / lang / "figures" / f"{name}.svg" for lang in LANGUAGES]
-               for name in names}
+               for name in names[:2]}
+    outputs["benchmark"] = [tmp_path / ".cache" / "tables" / lang / "benchmark.md"
+                            for lang in LANGUAGES]
     stamps = {name: [p.stat().st_mtime_ns for p in paths] for name, paths in outputs.items()}
     contents = {name: [p.read_bytes() for p in paths] for name, paths in outputs.items()}
     assert "0 drawn, 0 files updated" in draw(tmp_path, *names)
     assert {name: [p.stat().st_mtime_ns for p in paths] for name, paths in outputs.items()} == stamps
     double_the_benchmark_times(package)
-    assert "2 drawn, 2 files updated" in draw(tmp_path, *names)
-    assert [p.read_bytes() for p in outputs["speed-measured"]] != contents["speed-measured"]
+    assert "4 drawn, 4 files updated" in draw(tmp_path, *names)
+    for name in ("speed-measured", "benchmark"):
+        assert [p.read_bytes() for p in outputs[name]] != contents[name], name
     assert [p.stat().st_mtime_ns for p in outputs["speed-blocks"]] == stamps["speed-blocks"]
 
 

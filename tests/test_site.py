@@ -284,32 +284,99 @@ def test_chinese_search_keeps_terms_whole(site):
         assert not re.search("\u200b".join(word), text.replace(word, "")), word
 
 
-def test_unknown_marker_fails_the_build():
+MARKER_PAGE = SimpleNamespace(file=SimpleNamespace(src_uri="zh/x.md", locale="zh"))
+
+
+def test_every_marker_is_a_table_of_the_one_registry(tmp_path, monkeypatch):
+    """hooks/markers.py: <!-- mha:table NAME --> and the two older spellings all read the table
+    that hooks/draw_figures.py wrote from mha.site.plots.TABLES; anything else fails."""
     markers = import_hook("markers")
     from mkdocs.exceptions import PluginError
 
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="zh/x.md", locale="zh"))
+    from mha.site.plots import TABLES
+
+    assert set(markers.ALIASES.values()) <= set(TABLES)
+    monkeypatch.setattr(markers, "TABLES", tmp_path)
+    (tmp_path / "zh").mkdir()
+    for name in ("glossary", "benchmark", "head-roles"):
+        (tmp_path / "zh" / f"{name}.md").write_text(f"| {name} |", encoding="utf-8")
     config = {"theme": {"language": "zh"}}
-    assert "| **查询** |" in markers.on_page_markdown("<!-- mha:glossary -->", page, config, None)
+
+    def page(markdown):
+        return markers.on_page_markdown(markdown, MARKER_PAGE, config, None)
+
+    assert page("a\n<!-- mha:glossary -->\nb") == "a\n| glossary |\nb"
+    assert page("<!-- mha:benchmark-table -->") == "| benchmark |"
+    assert page("<!-- mha:table head-roles -->") == "| head-roles |"
+    assert page("<!--mha:table   glossary-->") == "| glossary |"
     with pytest.raises(PluginError, match="unknown marker <!-- mha:glosary -->"):
-        markers.on_page_markdown("<!-- mha:glosary -->", page, config, None)
+        page("<!-- mha:glosary -->")
     with pytest.raises(PluginError, match="no table 'head-rolls'"):
-        markers.on_page_markdown("<!-- mha:table head-rolls -->", page, config, None)
+        page("<!-- mha:table head-rolls -->")
+    with pytest.raises(PluginError, match="no table None"):
+        page("<!-- mha:table -->")
     with pytest.raises(PluginError, match="takes no argument"):
-        markers.on_page_markdown("<!-- mha:glossary head-roles -->", page, config, None)
+        page("<!-- mha:glossary head-roles -->")
 
 
-def test_table_marker_inserts_the_table_mha_computed(site):
-    """The role table on the real-model page is exactly mha.site.plots.TABLES' output, per language."""
+def test_a_table_dropped_from_the_registry_no_longer_answers_a_marker(tmp_path):
+    """hooks/draw_figures.py removes a table file the registry no longer has, so a page that
+    still asks for it fails the build instead of showing the last one drawn."""
+    stale = tmp_path / ".cache" / "tables" / "zh" / "old-table.md"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("| old |", encoding="utf-8")
+    shutil.copytree(ROOT / "mha", tmp_path / "mha", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, str(ROOT / "hooks" / "draw_figures.py"), "--root",
+                    str(tmp_path), "--only", "glossary"], check=True, capture_output=True)
+    assert (tmp_path / ".cache" / "tables" / "zh" / "glossary.md").is_file()
+    assert not stale.exists()
+
+
+def page_markers() -> dict[tuple[str, str], str]:
+    """Every table marker of the pages: (lang, page) -> the table it stands for."""
+    markers = import_hook("markers")
+    found = {}
+    for lang in LANGS:
+        for page in pages(lang):
+            for name, argument in markers.MARKER.findall((DOCS / lang / page).read_text("utf-8")):
+                found[(lang, page)] = argument if name == "table" else markers.ALIASES[name]
+    return found
+
+
+def test_pages_ask_for_the_same_tables_in_both_languages():
+    found = page_markers()
+    assert {table for (lang, _), table in found.items() if lang == "zh"} == {
+        "glossary", "benchmark", "head-roles"}
+    assert {(page, t) for (lang, page), t in found.items() if lang == "zh"} == {
+        (page, t) for (lang, page), t in found.items() if lang == "en"}
+
+
+def test_each_marker_shows_the_table_mha_computed(site):
+    """Every table a page asks for is exactly mha.site.plots.TABLES' output in the page's
+    language: its header, its number of rows, its first row's first cell."""
+    from mha.site.plots import TABLES
+
+    for (lang, page), name in page_markers().items():
+        html = built_page(site, lang, page).read_text(encoding="utf-8")
+        assert "mha:" not in html, (lang, page)
+        table = TABLES[name](lang)
+        lines = table.split("\n")
+        header = [c.strip() for c in lines[0].strip("|").split("|")]
+        rows = [line for line in lines[2:] if line.startswith("|")]
+        assert all(f">{cell}</th>" in html for cell in header), (lang, page, header)
+        assert html.count("<tr>") >= len(rows) + 1, (lang, page)
+        first = rows[0].strip("|").split("|")[0].strip().strip("*")
+        assert re.search(rf"<td[^>]*>(?:<strong>)?{re.escape(first)}", html), (lang, page, first)
+
+
+def test_head_role_table_rows_are_on_the_page(site):
+    """The role table on the real-model page, cell by cell in its first row, per language."""
     from mha.site.plots import TABLES
 
     for prefix, lang in (("", "zh"), ("en/", "en")):
         html = (site / prefix / "real-heads" / "index.html").read_text(encoding="utf-8")
-        table = TABLES["head-roles"](lang)
-        header = [c.strip() for c in table.split("\n")[0].strip("|").split("|")]
-        rows = [line for line in table.split("\n")[2:] if line.startswith("|")]
-        assert all(f">{cell}</th>" in html for cell in header), (lang, header)
-        assert html.count("<tr>") >= len(rows) + 1
+        rows = [line for line in TABLES["head-roles"](lang).split("\n")[2:]
+                if line.startswith("|")]
         layer, head, role = (c.strip() for c in rows[0].strip("|").split("|")[:3])
         assert re.search(rf"<td[^>]*>{layer}</td>\s*<td[^>]*>{head}</td>\s*<td[^>]*>"
                          rf"{re.escape(role)}</td>", html), rows[0]

@@ -1,8 +1,9 @@
-"""Figures for the site, drawn from ``mha``. Each plot function takes data and a language.
+"""Figures and tables for the site, drawn from ``mha``. Each function takes data and a language.
 
 Plot functions return a `matplotlib.figure.Figure` and never write files: the site's
 build hook (``hooks/figures.py``) calls the entries of `FIGURES` and saves them inside
-`style`. Importing ``mha`` does not import this module or matplotlib.
+`style`. Table functions return Markdown; `TABLES` is the one list of the tables pages ask for.
+Importing ``mha`` does not import this module or matplotlib.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from matplotlib.figure import Figure
 from .. import experiments
 from ..head_roles import study
 from ...models.minilm import load_minilm
-from . import applications, longrange, realheads, speed
+from . import applications, longrange, realheads, speed, tables
 from . import walkthrough as walk
 from ._style import style
 from .case import CASE_ORDER, CAST, case_tokens
@@ -46,12 +47,17 @@ def _window(lang: str, n: int = 12, window: int = 2, layers: int = 6):
                                  experiments.reach(sliding_window_mask(n, window), layers), lang)
 
 
-def _measured(lang: str):
+def _benchmark_run() -> dict:
+    """The benchmark run the repository keeps (``python -m mha.site.bench --save``)."""
     import json
     from pathlib import Path
 
-    results = json.loads((Path(__file__).parents[1] / "data" / "benchmark.json").read_text())
-    return speed.plot_measured(results, lang)
+    path = Path(__file__).parents[1] / "data" / "benchmark.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _measured(lang: str):
+    return speed.plot_measured(_benchmark_run(), lang)
 
 
 def _case_shared_projection(lang: str):
@@ -120,10 +126,14 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "real-heads-examples": ("site/plots/realheads.py", "site/plots/_draw.py", *_MODEL),
     # Tables are cached by the same hook, on the same kind of key.
     "head-roles": ("site/plots/realheads.py", *_MODEL),
+    "benchmark": ("site/plots/tables.py", "site/data/benchmark.json"),
+    "glossary": ("site/plots/tables.py",),
 }
 
 #: Every generated table the site shows: name (the page's ``<!-- mha:table NAME -->`` marker)
 #: -> function of the language returning a Markdown table.
 TABLES: dict[str, Callable[[str], str]] = {
     "head-roles": _head_role_table,
+    "benchmark": lambda lang: tables.benchmark_table(_benchmark_run(), lang),
+    "glossary": lambda lang: tables.glossary_table(TERMS, lang),
 }

@@ -7,6 +7,10 @@ keeps hooks across rebuilds), keyed on everything they are made from: the page's
 title, metadata, HTML and table of contents, the search plugin's settings, and the state of
 jieba's dictionary (``hooks/markers.py`` adds the glossary's terms to it). A page whose key is
 known gets copies of its entries instead of being parsed again.
+
+It does so by replacing Material's ``SearchIndex.add_entry_from_context`` (a monkeypatch,
+listed in MAINTAINERS.md) from ``on_startup`` to ``on_shutdown`` of ``mkdocs build`` or
+``mkdocs serve``: importing this module changes nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ def page_key(index: SearchIndex, page) -> str:
     return digest.hexdigest()
 
 
+#: Material's own method (``on_startup`` replaces it, ``on_shutdown`` puts it back), even when
+#: this module is imported again while the replacement is in place.
 _parse = getattr(SearchIndex.add_entry_from_context, "__wrapped__",
                  SearchIndex.add_entry_from_context)
 
@@ -58,4 +64,11 @@ def add_entry_from_context(self: SearchIndex, page) -> None:
 
 
 add_entry_from_context.__wrapped__ = _parse
-SearchIndex.add_entry_from_context = add_entry_from_context
+
+
+def on_startup(command, dirty):
+    SearchIndex.add_entry_from_context = add_entry_from_context
+
+
+def on_shutdown():
+    SearchIndex.add_entry_from_context = _parse

@@ -600,14 +600,43 @@ def test_compiled_templates_are_kept_for_the_next_build(site):
         assert (cache / f"__jinja2_{key}.cache").is_file(), name
 
 
-def test_search_entries_are_reused_only_while_the_page_is_unchanged(monkeypatch):
+def test_search_cache_replaces_materials_method_only_from_startup_to_shutdown():
+    """Importing hooks/search_cache.py leaves Material's SearchIndex as it was (MkDocs imports
+    hooks, and so do these tests); ``mkdocs build`` and ``serve`` call on_startup, which puts
+    the cache in place, and on_shutdown, which puts Material's own method back."""
+    from material.plugins.search.plugin import SearchIndex
+
+    material = SearchIndex.add_entry_from_context
+    search_cache = import_hook("search_cache")
+    assert SearchIndex.add_entry_from_context is material
+    try:
+        search_cache.on_startup(command="build", dirty=False)
+        assert SearchIndex.add_entry_from_context is search_cache.add_entry_from_context
+        assert search_cache._parse is material
+    finally:
+        search_cache.on_shutdown()
+    assert SearchIndex.add_entry_from_context is material
+
+
+@pytest.fixture
+def search_cache(monkeypatch):
+    """hooks/search_cache.py, in place as during a build; Material's own method is back after
+    the test, whatever happens in it."""
+    from material.plugins.search.plugin import SearchIndex
+
+    monkeypatch.setattr(SearchIndex, "add_entry_from_context", SearchIndex.add_entry_from_context)
+    module = import_hook("search_cache")
+    module.on_startup(command="build", dirty=False)
+    return module
+
+
+def test_search_entries_are_reused_only_while_the_page_is_unchanged(search_cache, monkeypatch):
     """hooks/search_cache.py: a page seen before gets the entries Material's own parser gave it
     (copies: an index that edits its entries does not edit the cache); a page whose HTML
     changed is parsed again."""
     from material.plugins.search.plugin import SearchIndex
     from mkdocs.structure.toc import get_toc
 
-    search_cache = import_hook("search_cache")
     import_hook("markers").on_config({})  # the glossary's words in jieba, as in a build
     material_parse, parsed = search_cache._parse, []
 

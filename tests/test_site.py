@@ -127,23 +127,19 @@ def test_page_twins_match(page):
         assert None not in zh["anchors"], f"{page}: every heading needs an explicit {{ #id }}"
 
 
-def test_parity_checks_can_fail():
-    a = page_facts_from_text("# T { #a }\n```python\nx = 1  # 注释\nprint('你好')\n```\n$$a$$")
-    b = page_facts_from_text("# T { #a }\n```python\nx = 1  # comment\nprint('hello')\n```\n$$a$$")
-    assert a == b
-    c = page_facts_from_text("# T { #a }\n```python\nx = 2\nprint('hello')\n```\n$$a$$")
-    assert a["code"] != c["code"]
-    d = page_facts_from_text("# T { #b }\n```python\nx = 1\nprint('hello')\n```\n$$b$$")
-    assert a["anchors"] != d["anchors"] and a["formulas"] != d["formulas"]
-
-
-def page_facts_from_text(text: str) -> dict:
-    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"parity-{os.getpid()}.md"
-    path.write_text(text, encoding="utf-8")
-    try:
+def test_parity_checks_can_fail(tmp_path):
+    def facts(text: str) -> dict:
+        path = tmp_path / "page.md"
+        path.write_text(text, encoding="utf-8")
         return page_facts(path)
-    finally:
-        path.unlink()
+
+    a = facts("# T { #a }\n```python\nx = 1  # 注释\nprint('你好')\n```\n$$a$$")
+    b = facts("# T { #a }\n```python\nx = 1  # comment\nprint('hello')\n```\n$$a$$")
+    assert a == b
+    c = facts("# T { #a }\n```python\nx = 2\nprint('hello')\n```\n$$a$$")
+    assert a["code"] != c["code"]
+    d = facts("# T { #b }\n```python\nx = 1\nprint('hello')\n```\n$$b$$")
+    assert a["anchors"] != d["anchors"] and a["formulas"] != d["formulas"]
 
 
 # ---- code blocks ---------------------------------------------------------------------------
@@ -154,12 +150,37 @@ def python_fences() -> list[tuple[Path, str]]:
             if language_of(info) == "python"]
 
 
+#: pytest-markdown-docs' per-block options that skip a block or run it with the one before. No
+#: page uses them: every block runs on its own (STYLE.md: "per-block options are explicit and
+#: rare"; a skipped block is the anti-pattern).
+SKIPPING_OPTIONS = ("notest", "continuation")
+
+
+def skipping_options(info: str) -> list[str]:
+    """The options of `SKIPPING_OPTIONS` that a fence's info string uses."""
+    words = re.findall(r"[\w-]+", re.sub(r'"[^"]*"', "", info))  # titles may say anything
+    return [option for option in SKIPPING_OPTIONS if option in words]
+
+
+def test_skipping_options_are_found_in_either_fence_syntax():
+    assert skipping_options("python notest") == ["notest"]
+    assert skipping_options('{.python continuation title="goes on"}') == ["continuation"]
+    assert skipping_options("{ .python notest continuation }") == ["notest", "continuation"]
+    assert skipping_options('{.python title="notest: no, a title"}') == []
+    assert skipping_options("python") == []
+
+
+def test_no_block_is_skipped_or_continued():
+    used = [(path.relative_to(ROOT).as_posix(), info) for path, info in python_fences()
+            if skipping_options(info)]
+    assert used == []
+
+
 def test_every_python_block_is_collected():
     expected = {}
-    for path, info in python_fences():
-        if "notest" not in info:
-            key = path.relative_to(ROOT).as_posix()
-            expected[key] = expected.get(key, 0) + 1
+    for path, _ in python_fences():
+        key = path.relative_to(ROOT).as_posix()
+        expected[key] = expected.get(key, 0) + 1
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "docs"], cwd=ROOT, capture_output=True, text=True)
@@ -170,14 +191,6 @@ def test_every_python_block_is_collected():
             collected[key] = collected.get(key, 0) + 1
     assert expected, "no Python blocks found in docs/"
     assert collected == expected, result.stdout[-2000:]
-
-
-def test_skipped_or_continued_blocks_say_so_visibly():
-    for path, info in python_fences():
-        if "notest" in info or "continuation" in info:
-            assert re.search(r'title="[^"]+"', info), (
-                f"{path}: a block marked notest/continuation needs a visible title saying why "
-                f"(e.g. title=\"continues the block above\"): {info}")
 
 
 # ---- the built site ------------------------------------------------------------------------

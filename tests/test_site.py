@@ -7,6 +7,7 @@ Chinese), the same figures and the same display formulas.
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import os
@@ -14,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import tokenize
 from pathlib import Path
 from types import SimpleNamespace
@@ -731,3 +733,207 @@ def test_notebooks_are_rendered_in_the_background_into_mkdocs_jupyters_cache(tmp
     for lang in LANGS:
         entry = report["found"][lang]
         assert "jp-Cell" in entry["content"] and entry["toc_tokens"], lang
+
+
+# ---- reaches into other packages' internals (each listed in MAINTAINERS.md) ---------------------
+# Each test fails when the installed version of the other package no longer matches what the
+# hooks and overrides were written against.
+
+def material_template(relative: str) -> str:
+    import material
+
+    return (Path(material.__file__).parent / "templates" / relative).read_text(encoding="utf-8")
+
+
+def template_block(text: str, name: str) -> list[str]:
+    """The dedented lines of ``{% block name %} … {% endblock %}``."""
+    match = re.search(rf"\{{%-? block {name} -?%\}}\n(.*?)\n[ \t]*\{{%-? endblock", text, re.S)
+    assert match, f"no block {name}"
+    return textwrap.dedent(match.group(1)).splitlines()
+
+
+def template_body(text: str) -> list[str]:
+    """The lines of a template after its leading {#- … -#} comment."""
+    return re.sub(r"^\{#-.*?-#\}\n", "", text, flags=re.S).splitlines()
+
+
+#: Templates copied from Material 9.8.2 and edited: (ours, Material's, the part compared, and
+#: the edit, as the unified diff from Material's text to ours). Material's text + the edit must
+#: be ours: any change upstream (a new release, even a patch) shows up as a different diff.
+COPIED_TEMPLATES = {
+    "overrides/main.html {% block site_meta %}": (
+        "overrides/main.html", "base.html", "site_meta", """\
+--- material
++++ ours
+@@ -22,9 +21,0 @@
+-{% if config.extra.alternate is iterable %}
+-  {% for alt in config.extra.alternate %}
+-    <link rel="alternate" href="{{ alt.link | url }}" hreflang="{{ alt.lang | d(lang.t('language')) }}">
+-  {% endfor %}
+-{% endif %}
+-{% if "rss" in config.plugins %}
+-  <link rel="alternate" type="application/rss+xml" title="{{ lang.t('rss.created') }}" href="{{ 'feed_rss_created.xml' | url }}">
+-  <link rel="alternate" type="application/rss+xml" title="{{ lang.t('rss.updated') }}" href="{{ 'feed_rss_updated.xml' | url }}">
+-{% endif %}
+@@ -32 +22,0 @@
+-<meta name="generator" content="mkdocs-{{ mkdocs_version }}, mkdocs-material-9.8.2">"""),
+    "overrides/partials/search.html": (
+        "overrides/partials/search.html", "partials/search.html", None, """\
+--- material
++++ ours
+@@ -1 +1 @@
+-<div class="md-search" data-md-component="search" role="dialog">
++<div class="md-search" data-md-component="search" role="dialog" aria-label="{{ lang.t('search') }}">"""),
+}
+
+
+def template_diff(ours: str, upstream: str, block: str | None) -> str:
+    ours_text = (ROOT / ours).read_text(encoding="utf-8")
+    upstream_text = material_template(upstream)
+    if block is None:
+        before, after = template_body(upstream_text), template_body(ours_text)
+    else:
+        before, after = template_block(upstream_text, block), template_block(ours_text, block)
+    return "\n".join(difflib.unified_diff(before, after, "material", "ours", n=0, lineterm=""))
+
+
+@pytest.mark.parametrize("name", COPIED_TEMPLATES)
+def test_copied_material_templates_are_materials_plus_our_edit(name):
+    ours, upstream, block, expected = COPIED_TEMPLATES[name]
+    assert template_diff(ours, upstream, block) == expected, (
+        f"{name} is a copy of Material's templates/{upstream} with one edit, and Material's "
+        f"text has changed (a new Material release?): copy it again, make the edit, and record "
+        f"the new diff here.")
+
+
+def test_the_template_check_catches_a_change_upstream(tmp_path, monkeypatch):
+    """A line added to Material's block (as a release might) changes the diff."""
+    ours, upstream, block, expected = COPIED_TEMPLATES["overrides/main.html {% block site_meta %}"]
+    changed = material_template(upstream).replace(
+        '<meta charset="utf-8">', '<meta charset="utf-8">\n      <meta name="new">', 1)
+    monkeypatch.setitem(globals(), "material_template", lambda relative: changed)
+    assert template_diff(ours, upstream, block) != expected
+
+
+def test_material_is_the_minor_release_the_templates_were_copied_from():
+    import tomllib
+    from importlib.metadata import version
+
+    docs = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["docs"]
+    assert "mkdocs-material>=9.8.2,<9.9" in docs
+    assert version("mkdocs-material").startswith("9.8.")
+
+
+def test_materials_javascript_still_has_what_overrides_main_html_uses():
+    """overrides/main.html sets the palette and waits for the reader using Material's globals
+    and markup: its storage helpers (__md_get/__md_set, from Material's inline script), the
+    bundle's window.component$ (set once it has run), the palette's storage key and the
+    switching attribute, the two boxes its script puts tables in, the annotation markers, and
+    its start on DOMContentLoaded (which the loader sends again)."""
+    import material
+
+    main = (ROOT / "overrides" / "main.html").read_text(encoding="utf-8")
+    inline = material_template("partials/javascripts/base.html")
+    bundle = next((Path(material.__file__).parent / "templates" / "assets" / "javascripts")
+                  .glob("bundle.*.min.js")).read_text(encoding="utf-8")
+    for name in sorted(set(re.findall(r"__md_\w+", main))):
+        assert re.search(rf"\b{name}=", inline), name
+    used = {"window.component$": "window.component$=",
+            '"__palette"': '__md_get("__palette")',
+            "data-md-color-switching": "data-md-color-switching",
+            "md-typeset__scrollwrap": '{class:"md-typeset__scrollwrap"}',
+            "md-typeset__table": '{class:"md-typeset__table"}',
+            "md-annotation__index": "md-annotation__index",
+            "data-md-annotation-id": "data-md-annotation-id",
+            '"DOMContentLoaded"': 'h(document,"DOMContentLoaded"'}
+    for in_ours, in_bundle in used.items():
+        assert in_ours in main, in_ours
+        assert in_bundle in bundle, in_bundle
+    assert "<script src=" in material_template("base.html")  # what the scripts block rewrites
+
+
+def call_keywords(source: str, function: str) -> set[str]:
+    """The keyword names of every call to ``…function(…)`` in ``source``."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == function:
+            names |= {keyword.arg for keyword in node.keywords}
+    return names
+
+
+def dict_keys_written(source: str) -> set[str]:
+    """The string keys of every dict literal passed to ``json.dumps`` in ``source``."""
+    import ast
+
+    keys = set()
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "dumps"
+                and node.args and isinstance(node.args[0], ast.Dict)):
+            keys |= {key.value for key in node.args[0].keys if isinstance(key, ast.Constant)}
+    return keys
+
+
+def test_background_render_is_mkdocs_jupyters_own_render():
+    """hooks/notebooks.py renders a notebook the way mkdocs-jupyter's page render does: the
+    same call to nb2html (every argument), the same cache entry (keys), and it relies on the
+    private helpers and the cache-key inputs it had."""
+    import inspect
+
+    from mkdocs_jupyter import plugin
+
+    theirs = inspect.getsource(plugin.Plugin.on_pre_page)
+    ours = (ROOT / "hooks" / "notebooks.py").read_text(encoding="utf-8")
+    assert call_keywords(ours, "nb2html") == call_keywords(theirs, "nb2html") != set()
+    assert dict_keys_written(ours) == dict_keys_written(theirs) == {"content", "toc_tokens",
+                                                                     "title"}
+    assert "_compute_cache_key(\n                    page.file.abs_src_path, self.config, exec_nb" \
+        in theirs  # the key the hook computes with the plugin's config and "execute"
+    assert list(inspect.signature(plugin._compute_cache_key).parameters) == [
+        "nb_path", "config", "exec_nb"]
+    assert list(inspect.signature(plugin._get_cache_path).parameters) == [
+        "cache_dir", "cache_key"]
+    assert list(inspect.signature(plugin._get_nb_toc_tokens).parameters) == [
+        "fpath", "toc_depth"]
+    assert list(inspect.signature(plugin.NotebookFile).parameters)[:3] == [
+        "file", "use_directory_urls", "site_dir"]
+
+
+def test_the_render_check_catches_a_new_argument():
+    theirs = "convert.nb2html(path, execute=e, theme=t)"
+    assert call_keywords(theirs, "nb2html") != call_keywords(theirs.replace(
+        "theme=t", "theme=t, new=n"), "nb2html")
+
+
+def test_jinja_cache_reaches_the_environment_mkdocstrings_renders_with(tmp_path, monkeypatch):
+    """hooks/jinja_cache.py sets the bytecode cache on mkdocstrings' Python handler's Jinja
+    environment: the handler must be one per build (made once, reused) and render through
+    that environment."""
+    from mkdocs.config import load_config
+
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    mkdocstrings = config.plugins["mkdocstrings"]
+    mkdocstrings.on_config(config)
+    jinja_cache = import_hook("jinja_cache")
+    monkeypatch.setattr(jinja_cache, "CACHE", tmp_path)
+    jinja_cache.on_nav(None, config, None)
+    handler = mkdocstrings.handlers.get_handler("python")
+    assert handler is mkdocstrings.handlers.get_handler("python")
+    handler.env.get_template("function.html.jinja")
+    assert list(tmp_path.glob("__jinja2_*.cache")), "no compiled template was stored"
+
+
+def test_mkdocs_keeps_the_hooks_across_rebuilds():
+    """mkdocs serve loads mkdocs.yml again for every rebuild but keeps each hook's module (its
+    loader is cached), which the hooks' in-memory caches rely on: figures._last_fingerprint,
+    katex._cache, search_cache._entries, markers._jieba_words."""
+    from mkdocs.config import load_config
+
+    first = load_config(str(ROOT / "mkdocs.yml")).plugins
+    second = load_config(str(ROOT / "mkdocs.yml")).plugins
+    hooks = [name for name in first if name.startswith("hooks/")]
+    assert len(hooks) == 6
+    assert all(first[name] is second[name] for name in hooks)
+

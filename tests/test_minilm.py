@@ -173,6 +173,74 @@ def test_tokenizer_needs_the_special_tokens():
         WordPieceTokenizer(["[PAD]", "[UNK]", "the"])
 
 
+def test_tokenizer_rejects_what_is_not_text():
+    for bad in (None, b"the", 7, ["the"]):
+        with pytest.raises(TypeError, match=f"text must be a str, got {type(bad).__name__}"):
+            TINY.tokenize(bad)
+
+
+def test_special_tokens_only_those_the_vocabulary_holds():
+    assert TINY.special_tokens == ("[PAD]", "[UNK]", "[CLS]", "[SEP]")   # TINY has no [MASK]
+    assert TINY.tokenize("the [MASK] [SEP]") == ["the", "[UNK]", "[UNK]", "[UNK]", "[SEP]"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Tokenizer, on the real vocabulary, against transformers and tokenizers
+
+# Checked against transformers 5.24.0 (BertTokenizer, built from the model's tokenizer.json;
+# tokenizers 0.23.3): the tokens it gives between [CLS] and [SEP]. Its Python tokenizer
+# (BertTokenizerLegacy) agrees on all but the two cases marked "fast only", which it turns into
+# [MASK] because it deletes the invisible character first.
+REAL_TOKENS = [
+    ("the [MASK].", ["the", "[MASK]", "."]),
+    ("[MASK][MASK]", ["[MASK]", "[MASK]"]),
+    ("[mask]", ["[", "mask", "]"]),                         # only the upper-case form is special
+    ("[Mask]", ["[", "mask", "]"]),
+    ("[ MASK ]", ["[", "mask", "]"]),
+    ("[unk]", ["[", "un", "##k", "]"]),
+    ("[MASKK]", ["[", "mask", "##k", "]"]),
+    ("[ＭＡＳＫ]", ["[", "[UNK]", "]"]),                     # full-width letters are not [MASK]
+    ("x[SEP]y", ["x", "[SEP]", "y"]),                       # found even inside a word
+    ("the[MASK]", ["the", "[MASK]"]),
+    ("[MASK]s", ["[MASK]", "s"]),                           # the next word starts afresh
+    ("unaffable[MASK]ing", ["una", "##ffa", "##ble", "[MASK]", "ing"]),
+    ("##[MASK]", ["#", "#", "[MASK]"]),
+    ("[[MASK]]", ["[", "[MASK]", "]"]),
+    ("[MA[MASK]SK]", ["[", "ma", "[MASK]", "sk", "]"]),
+    ("[MASK][mask]", ["[MASK]", "[", "mask", "]"]),
+    ("a [CLS] b", ["a", "[CLS]", "b"]),
+    ("[PAD]", ["[PAD]"]),
+    ("[UNK]", ["[UNK]"]),
+    ("x[PAD]y[UNK]z[CLS]w[SEP]v[MASK]u",
+     ["x", "[PAD]", "y", "[UNK]", "z", "[CLS]", "w", "[SEP]", "v", "[MASK]", "u"]),
+    ("\t[MASK]\n", ["[MASK]"]),
+    ("é[MASK]", ["e", "[MASK]"]),
+    ("子[MASK]子", ["子", "[MASK]", "子"]),
+    ("[MASK]\u200b", ["[MASK]"]),
+    ("[MA\u200bSK]", ["[", "mask", "]"]),                  # fast only
+    ("[MASK\x00]", ["[", "mask", "]"]),                     # fast only
+    ("Hello [MASK], it's me", ["hello", "[MASK]", ",", "it", "'", "s", "me"]),
+    ("[MASK]" + "a" * 101, ["[MASK]", "[UNK]"]),
+    # Words of 100 characters are split, longer ones are [UNK].
+    ("a" * 100, ["aaa"] + ["##aa"] * 48 + ["##a"]),
+    ("a" * 101, ["[UNK]"]),
+    # Nothing but spaces, control or format characters: no tokens.
+    ("", []), (" \t\n\u3000", []), ("\x00\x01\x7f", []), ("\u200b\ufeff", []),
+]
+
+
+@pytest.mark.parametrize("text, tokens", REAL_TOKENS)
+def test_tokenizer_matches_transformers_on_special_tokens_and_edge_cases(model, text, tokens):
+    assert model.tokenizer.tokenize(text) == tokens
+
+
+def test_special_tokens_get_their_own_ids(model):
+    # transformers 5.24.0 gives these ids for the same text.
+    tokens, ids = model.tokenizer.encode("the [MASK] [PAD] [UNK] [CLS] [SEP]")
+    assert ids.tolist() == [101, 1996, 103, 0, 100, 101, 102, 102]
+
+
+
 @pytest.mark.parametrize("name", SENTENCES)
 def test_tokenizer_matches_the_reference_tokenizer(model, name):
     tokens, ids = model.tokenizer.encode(str(GOLDEN[f"{name}/text"]))

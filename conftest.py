@@ -1,4 +1,8 @@
-"""Root pytest configuration: lets pytest-markdown-docs see code inside Material's containers.
+"""Root pytest configuration: every test's suite, and code inside Material's containers.
+
+Each collected test gets exactly one of the markers ``core``, ``model``, ``site``, ``browser``
+(registered in pyproject.toml), from where it lives (`SUITE_OF_PATH`); collection fails on a
+test with none or two.
 
 pytest-markdown-docs parses pages with markdown-it, which does not know Material's admonitions
 (``!!!``), collapsible blocks (``???``) or content tabs (``===``): their content is indented, so
@@ -10,6 +14,9 @@ keeping every line where it was, so failures still point at the right line.
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+import pytest
 
 CONTAINER = re.compile(r"^(?P<indent>[ \t]*)(?:!!!|\?\?\?\+?|===\+?)(?:[ \t]|$)")
 
@@ -45,3 +52,56 @@ def pytest_markdown_docs_markdown_it():
 
     md.core.ruler.after("normalize", "open_material_containers", dedent_containers)
     return md
+
+
+# ---- the four suites -----------------------------------------------------------------------
+# Every collected test belongs to exactly one: `python3 dev.py test -m core` runs in seconds,
+# `-m "not browser"` skips Chromium. A test file may set one of them itself (pytestmark);
+# otherwise its place in the tree decides, first match below (a prefix of its path).
+
+SUITES = ("core", "model", "site", "browser")
+SUITE_OF_PATH = (
+    ("tests/test_browser.py", "browser"),
+    ("tests/test_minilm.py", "model"),
+    ("tests/test_head_roles.py", "model"),
+    ("tests/test_site.py", "site"),
+    ("tests/test_figures.py", "site"),
+    ("tests/test_katex_vendor.py", "site"),
+    ("tests/test_bench.py", "site"),
+    # Builds a wheel and installs it into a fresh virtual environment: minutes, like the site.
+    ("tests/test_packaging.py", "site"),
+    ("mha/models/", "model"),
+    ("mha/site/", "site"),
+    ("docs/", "site"),
+    ("mha/", "core"),
+    ("tests/", "core"),  # every other test file, new ones included
+)
+
+
+def suite_of(path: str) -> str | None:
+    """The suite of a test collected from ``path`` (POSIX, relative to the repository)."""
+    return next((suite for prefix, suite in SUITE_OF_PATH if path.startswith(prefix)), None)
+
+
+def suites_of(item) -> list[str]:
+    return [mark.name for mark in item.iter_markers() if mark.name in SUITES]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects anything
+def pytest_collection_modifyitems(config, items):
+    root = Path(str(config.rootpath))
+    for item in items:
+        if not suites_of(item):
+            try:
+                path = Path(str(item.path)).resolve().relative_to(root).as_posix()
+            except ValueError:
+                path = str(item.path)
+            suite = suite_of(path)
+            if suite is not None:
+                item.add_marker(suite)
+    wrong = [f"{item.nodeid}: {suites_of(item) or 'none'}" for item in items
+             if len(suites_of(item)) != 1]
+    if wrong:
+        raise pytest.UsageError("every test belongs to exactly one of the suites "
+                                 f"{', '.join(SUITES)} (conftest.py, SUITE_OF_PATH):\n"
+                                 + "\n".join(wrong[:20]))

@@ -937,3 +937,58 @@ def test_mkdocs_keeps_the_hooks_across_rebuilds():
     assert len(hooks) == 6
     assert all(first[name] is second[name] for name in hooks)
 
+
+# ---- the test suites (conftest.py) ---------------------------------------------------------
+
+def root_conftest():
+    """The repository's conftest.py as a module of its own name (tests/ has a conftest too)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeItem:
+    def __init__(self, path: str, *marks: str):
+        self.path, self.nodeid = ROOT / path, path + "::test"
+        self.marks = [SimpleNamespace(name=name) for name in marks]
+
+    def iter_markers(self):
+        return iter(self.marks)
+
+    def add_marker(self, name):
+        self.marks.append(SimpleNamespace(name=name))
+
+
+def test_every_test_gets_the_suite_of_where_it_lives():
+    conftest = root_conftest()
+    expected = {
+        "mha/attention.py": "core", "mha/models/minilm.py": "model",
+        "mha/site/head_roles.py": "site", "mha/site/plots/speed.py": "site",
+        "docs/zh/scores.md": "site", "docs/en/api.md": "site",
+        "tests/test_minilm.py": "model", "tests/test_head_roles.py": "model",
+        "tests/test_site.py": "site", "tests/test_figures.py": "site",
+        "tests/test_katex_vendor.py": "site", "tests/test_bench.py": "site",
+        "tests/test_packaging.py": "site", "tests/test_browser.py": "browser",
+        "tests/test_attention.py": "core", "tests/test_parallel.py": "core",
+        "tests/test_edges.py": "core", "tests/test_project.py": "core",
+        "tests/test_golden.py": "core",
+    }
+    items = [FakeItem(path) for path in expected]
+    items.append(FakeItem("tests/test_attention.py", "site"))  # a file may choose its own
+    conftest.pytest_collection_modifyitems(SimpleNamespace(rootpath=ROOT), items)
+    assert {item.nodeid.split("::")[0]: conftest.suites_of(item) for item in items[:-1]} == {
+        path: [suite] for path, suite in expected.items()}
+    assert conftest.suites_of(items[-1]) == ["site"]
+
+
+@pytest.mark.parametrize("item", [FakeItem("scripts/test_x.py"),
+                                  FakeItem("tests/test_x.py", "core", "site")],
+                         ids=["no suite", "two suites"])
+def test_collection_fails_on_a_test_without_exactly_one_suite(item):
+    conftest = root_conftest()
+    with pytest.raises(pytest.UsageError, match="exactly one of the suites"):
+        conftest.pytest_collection_modifyitems(SimpleNamespace(rootpath=ROOT), [item])
+

@@ -68,9 +68,8 @@ def attention_reference(q, k, v, mask=None, scale=None):
                 score = sum(float(a) * float(b) for a, b in zip(q[index][i], k[index][j])) * scale
                 if mask.dtype == np.bool_:
                     visible = bool(mask[index][i, j])
-                else:
-                    score += float(mask[index][i, j])
-                    visible = score != -math.inf
+                else:  # additive: adding 0 changes nothing, adding -inf hides the key
+                    visible = float(mask[index][i, j]) != -math.inf
                 if visible:
                     scores[j] = score
             if not scores:

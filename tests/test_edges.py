@@ -152,6 +152,8 @@ def test_boolean_and_additive_masks_agree_on_an_overflowing_hidden_score(mask):
     np.testing.assert_array_equal(w[2], [0, 0, 1])
     np.testing.assert_array_equal(chunked_attention(Q_HIDDEN, K_HIDDEN, V_HIDDEN, causal=True),
                                   out)
+    reference, _ = attention_reference(Q_HIDDEN, K_HIDDEN, V_HIDDEN, np.asarray(mask))
+    np.testing.assert_array_equal(reference, out)
 
 
 def test_the_layer_agrees_too():

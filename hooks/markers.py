@@ -5,8 +5,6 @@
   keeps (``mha/site/data/benchmark.json``), the head-role table. ``hooks/draw_figures.py``
   computes every one of them from ``mha`` (with the figures, in a subprocess, cached on its
   sources) into ``.cache/tables/<lang>/NAME.md``; this hook only reads them.
-- ``<!-- mha:glossary -->`` and ``<!-- mha:benchmark-table -->``, the pages' older spellings,
-  stand for ``<!-- mha:table glossary -->`` and ``<!-- mha:table benchmark -->`` (`ALIASES`).
 - Any other ``<!-- mha:… -->`` marker, or a table the registry does not have, fails the build.
 - Every Chinese term of the terms file is added to jieba's dictionary, so search indexes 注意力头
   as one word instead of 注意力 + 头.
@@ -23,8 +21,6 @@ from mkdocs.exceptions import PluginError
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!--\s*mha:([\w-]+)(?:\s+([\w-]+))?\s*-->")
 TABLES = ROOT / ".cache" / "tables"
-#: Marker -> the table it stands for.
-ALIASES = {"glossary": "glossary", "benchmark-table": "benchmark"}
 
 
 def load_terms() -> dict:
@@ -57,15 +53,9 @@ def on_config(config):
 def on_page_markdown(markdown, page, config, files):
     def replace(match):
         name, argument = match.groups()
-        if name == "table":
-            table = argument
-        elif name in ALIASES:
-            if argument is not None:
-                raise PluginError(f"{page.file.src_uri}: marker <!-- mha:{name} --> takes no "
-                                  f"argument, got {argument!r}")
-            table = ALIASES[name]
-        else:
+        if name != "table":
             raise PluginError(f"{page.file.src_uri}: unknown marker <!-- mha:{name} -->")
+        table = argument
         path = TABLES / page_language(page, config) / f"{table}.md"
         if table is None or not path.is_file():
             raise PluginError(f"{page.file.src_uri}: no table {table!r} "

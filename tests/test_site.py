@@ -286,7 +286,7 @@ def test_glossary_table_comes_from_the_terms_file(site):
     for entry in TERMS.values():
         assert entry.zh in zh and entry.zh_note.split("，")[0][:6] in zh
         assert entry.en in en
-    assert "mha:glossary" not in zh + en
+    assert "mha:table" not in zh + en
 
 
 def test_chinese_search_keeps_terms_whole(site):
@@ -303,14 +303,14 @@ MARKER_PAGE = SimpleNamespace(file=SimpleNamespace(src_uri="zh/x.md", locale="zh
 
 
 def test_every_marker_is_a_table_of_the_one_registry(tmp_path, monkeypatch):
-    """hooks/markers.py: <!-- mha:table NAME --> and the two older spellings all read the table
-    that hooks/draw_figures.py wrote from mha.site.plots.TABLES; anything else fails."""
+    """hooks/markers.py: <!-- mha:table NAME --> reads the table that hooks/draw_figures.py
+    wrote from mha.site.plots.TABLES; anything else fails."""
     markers = import_hook("markers")
     from mkdocs.exceptions import PluginError
 
     from mha.site.plots import TABLES
 
-    assert set(markers.ALIASES.values()) <= set(TABLES)
+    assert {"glossary", "benchmark", "head-roles"} <= set(TABLES)
     monkeypatch.setattr(markers, "TABLES", tmp_path)
     (tmp_path / "zh").mkdir()
     for name in ("glossary", "benchmark", "head-roles"):
@@ -320,8 +320,8 @@ def test_every_marker_is_a_table_of_the_one_registry(tmp_path, monkeypatch):
     def page(markdown):
         return markers.on_page_markdown(markdown, MARKER_PAGE, config, None)
 
-    assert page("a\n<!-- mha:glossary -->\nb") == "a\n| glossary |\nb"
-    assert page("<!-- mha:benchmark-table -->") == "| benchmark |"
+    assert page("a\n<!-- mha:table glossary -->\nb") == "a\n| glossary |\nb"
+    assert page("<!-- mha:table benchmark -->") == "| benchmark |"
     assert page("<!-- mha:table head-roles -->") == "| head-roles |"
     assert page("<!--mha:table   glossary-->") == "| glossary |"
     with pytest.raises(PluginError, match="unknown marker <!-- mha:glosary -->"):
@@ -330,8 +330,9 @@ def test_every_marker_is_a_table_of_the_one_registry(tmp_path, monkeypatch):
         page("<!-- mha:table head-rolls -->")
     with pytest.raises(PluginError, match="no table None"):
         page("<!-- mha:table -->")
-    with pytest.raises(PluginError, match="takes no argument"):
-        page("<!-- mha:glossary head-roles -->")
+    for old in ("<!-- mha:glossary -->", "<!-- mha:benchmark-table -->"):
+        with pytest.raises(PluginError, match="unknown marker"):
+            page(old)
 
 
 def test_a_table_dropped_from_the_registry_no_longer_answers_a_marker(tmp_path):
@@ -354,7 +355,8 @@ def page_markers() -> dict[tuple[str, str], str]:
     for lang in LANGS:
         for page in pages(lang):
             for name, argument in markers.MARKER.findall((DOCS / lang / page).read_text("utf-8")):
-                found[(lang, page)] = argument if name == "table" else markers.ALIASES[name]
+                assert name == "table", f"{lang}/{page}: <!-- mha:{name} -->"
+                found[(lang, page)] = argument
     return found
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from mha.models import weights
+from mha.models.encoder import EncoderOutput, bert_layer, linear
 from mha.models.minilm import (MiniLMNotInstalledError, WordPieceTokenizer, gelu, layer_norm,
                                load_minilm, model_folder)
 from mha.models.safetensors import read_safetensors
@@ -322,7 +323,7 @@ def test_golden_sentences_cover_what_they_should(model):
 
 
 # ----------------------------------------------------------------------------------------------
-# The formulas
+# The formulas and the encoder layer (mha.models.encoder)
 
 
 def test_gelu_matches_the_erf_formula():
@@ -344,6 +345,97 @@ def test_layer_norm_matches_its_formula():
     unit = layer_norm(x, np.ones(8), np.zeros(8), 1e-12)
     np.testing.assert_allclose(unit.mean(-1), 0, atol=1e-12)
     np.testing.assert_allclose(unit.var(-1), 1, atol=1e-9)
+
+
+def slow_bert_layer(x, valid, w, h, eps):
+    """BERT's layer the slow, obvious way, in float64: one sentence, one head, one query at a
+    time, with math.erf for GELU. ``valid`` ``(n,)`` marks the real tokens."""
+    n, d_model = x.shape
+    d_k = d_model // h
+
+    def dense(v, name):
+        return v @ w[f"{name}.weight"].T + w[f"{name}.bias"]
+
+    def norm(v, name):
+        mean, var = v.mean(-1, keepdims=True), v.var(-1, keepdims=True)
+        return (v - mean) / np.sqrt(var + eps) * w[f"{name}.weight"] + w[f"{name}.bias"]
+
+    q, k, v = (dense(x, f"L.attention.self.{m}") for m in ("query", "key", "value"))
+    heads, weights = np.zeros((n, d_model)), np.zeros((h, n, n))
+    for j in range(h):
+        cols = slice(j * d_k, (j + 1) * d_k)
+        for i in range(n):
+            if not valid[i]:
+                continue                                     # a padding query: a row of zeros
+            scores = [q[i, cols] @ k[t, cols] / math.sqrt(d_k) if valid[t] else -math.inf
+                      for t in range(n)]
+            e = np.exp(np.array(scores) - max(scores))
+            weights[j, i] = e / e.sum()
+            heads[i, cols] = weights[j, i] @ v[:, cols]
+    a = norm(x + dense(heads, "L.attention.output.dense"), "L.attention.output.LayerNorm")
+    f = np.vectorize(lambda z: 0.5 * z * (1 + math.erf(z / math.sqrt(2))))(
+        dense(a, "L.intermediate.dense"))
+    return norm(a + dense(f, "L.output.dense"), "L.output.LayerNorm"), weights
+
+
+def random_layer(rng, d_model, d_ff):
+    """Random weights for one layer, stored under the transformers names with prefix ``L``."""
+    shapes = {"attention.self.query": (d_model, d_model), "attention.self.key": (d_model, d_model),
+              "attention.self.value": (d_model, d_model),
+              "attention.output.dense": (d_model, d_model),
+              "intermediate.dense": (d_ff, d_model), "output.dense": (d_model, d_ff)}
+    w = {}
+    for name, shape in shapes.items():
+        w[f"L.{name}.weight"] = rng.normal(0, shape[1] ** -0.5, size=shape)
+        w[f"L.{name}.bias"] = rng.normal(0, 0.1, size=shape[0])
+    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+        w[f"L.{name}.weight"] = rng.normal(1, 0.2, size=d_model)
+        w[f"L.{name}.bias"] = rng.normal(0, 0.2, size=d_model)
+    return w
+
+
+def test_linear_is_x_times_the_transposed_weight_plus_the_bias():
+    w = {"p.weight": np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), "p.bias": np.array([1, 0, -1])}
+    np.testing.assert_array_equal(linear(np.array([[1.0, 10.0]]), w, "p"), [[22, 43, 64]])
+
+
+def test_bert_layer_matches_a_slow_loop_over_heads_and_queries():
+    rng = np.random.default_rng(1)
+    b, n, d_model, h, d_ff, eps = 2, 5, 12, 3, 20, 1e-12
+    w = random_layer(rng, d_model, d_ff)
+    x = rng.normal(size=(b, n, d_model))
+    lengths = np.array([5, 3])
+    valid = np.arange(n) < lengths[:, None]                        # (b, n)
+    mask = valid[:, None, :, None] & valid[:, None, None, :]       # (b, 1, n, n)
+    out, attention = bert_layer(x, mask, w, "L", h, eps)
+    assert out.shape == (b, n, d_model) and attention.shape == (b, h, n, n)
+    for i in range(b):
+        expected, weights = slow_bert_layer(x[i], valid[i], w, h, eps)
+        # GELU's erf approximation (error < 1.5e-7) is the only difference from exact maths.
+        np.testing.assert_allclose(attention[i], weights, rtol=0, atol=1e-10)
+        real = slice(0, lengths[i])
+        np.testing.assert_allclose(out[i, real], expected[real], rtol=0, atol=1e-6)
+    # Without a mask every token attends to every token: the same as an all-True mask.
+    no_mask, _ = bert_layer(x[:1], None, w, "L", h, eps)
+    np.testing.assert_allclose(no_mask, out[:1], rtol=0, atol=1e-10)
+
+
+def test_bert_layer_keeps_float32_and_refuses_heads_that_do_not_divide_d_model():
+    rng = np.random.default_rng(2)
+    w = {name: value.astype(np.float32) for name, value in random_layer(rng, 8, 16).items()}
+    x = rng.normal(size=(1, 4, 8)).astype(np.float32)
+    out, attention = bert_layer(x, None, w, "L", 2, 1e-12)
+    assert out.dtype == np.float32 and attention.dtype == np.float32
+    with pytest.raises(ValueError, match="not divisible by h=3"):
+        bert_layer(x, None, w, "L", 3, 1e-12)
+
+
+def test_encoder_output_is_frozen_and_a_single_sentence_has_no_lengths():
+    out = EncoderOutput(np.array([101, 102]), ["[CLS]", "[SEP]"], np.zeros((7, 2, 384)),
+                        np.zeros((6, 12, 2, 2)))
+    assert out.lengths is None
+    with pytest.raises(AttributeError):
+        out.tokens = []
 
 
 # ----------------------------------------------------------------------------------------------

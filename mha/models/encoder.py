@@ -1,6 +1,13 @@
-"""Parts shared by the encoder models of `mha.models`: LayerNorm, GELU and the result type.
+"""Parts shared by the encoder models of `mha.models`: LayerNorm, GELU, the linear map, BERT's
+encoder layer and the result type.
 
-Dimension names: ``b`` sentences, ``n`` tokens, ``d_model``, ``h`` heads, ``layers``.
+`bert_layer` is one post-LayerNorm Transformer encoder layer, its attention computed by
+`mha.scaled_dot_product_attention`; the weights are looked up by their ``transformers`` names.
+``tests/test_minilm.py`` checks it against a slow loop over heads and queries, and, through
+`mha.models.minilm.MiniLM`, against PyTorch ``transformers``.
+
+Dimension names: ``b`` sentences, ``n`` tokens, ``d_model``, ``h`` heads, ``d_k = d_model / h``,
+``d_ff`` (the feed-forward width), ``layers``.
 """
 
 from __future__ import annotations
@@ -90,8 +97,20 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def linear(x: np.ndarray, weights, name: str) -> np.ndarray:
-    """``x @ W.T + b`` with the weight ``(out, in)`` and bias ``(out,)`` stored under ``name``
-    (``name.weight``, ``name.bias``: the ``transformers`` layout)."""
+    """A linear layer stored the ``transformers`` way: ``x @ W.T + b``.
+
+    Parameters
+    ----------
+    x : ndarray of shape ``(..., d_in)``
+    weights : mapping of str to ndarray
+        Holds ``{name}.weight`` ``(d_out, d_in)`` and ``{name}.bias`` ``(d_out,)``.
+    name : str
+        E.g. ``"encoder.layer.0.attention.self.query"``.
+
+    Returns
+    -------
+    ndarray of shape ``(..., d_out)``
+    """
     return x @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
 
 
@@ -103,7 +122,9 @@ def bert_layer(x: np.ndarray, mask, weights, prefix: str, h: int, eps: float):
     x : ndarray of shape ``(b, n, d_model)``
         The token vectors entering the layer.
     mask : ndarray of bool broadcastable to ``(b, h, n, n)``, or None
-        True where a query may attend to a key (`mha.scaled_dot_product_attention`).
+        True where a query may attend to a key (`mha.scaled_dot_product_attention`); None lets
+        every token attend to every token. A query that may attend to no key (a padding
+        position) gets a row of zero weights.
     weights : mapping of str to ndarray
         The model's tensors by their ``transformers`` names; the layer's start with ``prefix``
         (``{prefix}.attention.self.query.weight``, ...).
@@ -117,9 +138,14 @@ def bert_layer(x: np.ndarray, mask, weights, prefix: str, h: int, eps: float):
     Returns
     -------
     x : ndarray of shape ``(b, n, d_model)``
-        The layer's output.
+        The layer's output, in the dtype of ``x`` and the weights.
     attention : ndarray of shape ``(b, h, n, n)``
         The attention weights of every head.
+
+    Raises
+    ------
+    ValueError
+        If ``d_model`` is not divisible by ``h``.
 
     Notes
     -----
@@ -132,6 +158,11 @@ def bert_layer(x: np.ndarray, mask, weights, prefix: str, h: int, eps: float):
     X' &= \operatorname{LayerNorm}\bigl(A + \operatorname{GELU}(A W_1 + b_1) W_2 + b_2\bigr)
     \end{aligned}
     $$
+
+    with $\operatorname{Attention}(Q, K, V) = \operatorname{softmax}(Q K^\top / \sqrt{d_k} + M)\,V$,
+    $M$ being $-\infty$ where ``mask`` is False, and $W_j^Q$ the columns of $W^Q$ that belong to
+    head $j$ (`mha.multihead.split_heads`). Each matrix is stored ``(out, in)``, so $X W$ is
+    ``x @ weight.T`` (`linear`).
     """
     p, w = prefix, weights
     q = split_heads(linear(x, w, f"{p}.attention.self.query"), h)   # (b, h, n, d_k)
@@ -150,7 +181,8 @@ def bert_layer(x: np.ndarray, mask, weights, prefix: str, h: int, eps: float):
 
 @dataclass(frozen=True, eq=False)
 class EncoderOutput:
-    """What an encoder's ``forward`` (`mha.models.minilm.MiniLM.forward`) returns: the tokens, every layer's output and every attention map.
+    """What an encoder's ``forward`` returns (`mha.models.minilm.MiniLM.forward`): the tokens,
+    every layer's output and every attention map.
 
     For one sentence (``text`` a string) the arrays have the shapes below; for a list of ``b``
     sentences each gains a leading axis ``b``, the sentences are padded on the right to the

@@ -301,6 +301,23 @@ def check_structure(causal, window, q_shape, k_shape) -> tuple[bool, int | None]
     return causal, window
 
 
+def check_sizes(d_model, h, d_k, d_v) -> tuple[int, int, int, int]:
+    """`MultiHeadAttention`'s sizes, each >= 1; ``d_k`` defaults to ``d_model // h`` (which must
+    then divide evenly) and ``d_v`` to ``d_k``."""
+    d_model = check_positive_int(d_model, "d_model")
+    h = check_positive_int(h, "h")
+    if d_k is None:
+        if d_model % h != 0:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by h={h}; pass d_k (and d_v) explicitly "
+                f"or choose h dividing d_model"
+            )
+        d_k = d_model // h
+    d_k = check_positive_int(d_k, "d_k")
+    d_v = d_k if d_v is None else check_positive_int(d_v, "d_v")
+    return d_model, h, d_k, d_v
+
+
 def check_tokens(x, context, d_model: int) -> tuple[np.ndarray, np.ndarray]:
     """`MultiHeadAttention`'s ``x`` and ``context`` (``x`` when None), each ``(..., d_model)``."""
     x = as_float_array(x, "x")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import (as_hidden_mask, check_flag, check_positive_int, check_seed, check_tokens,
+from ._checks import (as_hidden_mask, check_flag, check_seed, check_sizes, check_tokens,
                       check_weight, overflow_error)
 from .attention import _attend
 
@@ -156,17 +156,7 @@ class MultiHeadAttention:
 
     def __init__(self, d_model: int, h: int, d_k: int | None = None, d_v: int | None = None,
                  *, seed=None):
-        d_model = check_positive_int(d_model, "d_model")
-        h = check_positive_int(h, "h")
-        if d_k is None:
-            if d_model % h != 0:
-                raise ValueError(
-                    f"d_model={d_model} is not divisible by h={h}; pass d_k (and d_v) explicitly "
-                    f"or choose h dividing d_model"
-                )
-            d_k = d_model // h
-        d_k = check_positive_int(d_k, "d_k")
-        d_v = d_k if d_v is None else check_positive_int(d_v, "d_v")
+        d_model, h, d_k, d_v = check_sizes(d_model, h, d_k, d_v)  # d_k, d_v: d_model // h
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
 
         rng = np.random.default_rng(check_seed(seed))

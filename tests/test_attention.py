@@ -1,5 +1,9 @@
 """mha.scaled_dot_product_attention against the slow reference, its properties, and bad input."""
 
+import ast
+import importlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -162,3 +166,32 @@ def test_attention_scores_equal_the_scores_of_attention_bit_for_bit(dtype, d_k, 
 def test_attention_scores_refuses_bad_input(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         attention_scores(*args, **kwargs)
+
+
+# ---- where the code lives ------------------------------------------------------------------------
+
+CORE = Path(importlib.import_module("mha").__file__).parent
+
+
+def top_level_functions(module: str) -> list[str]:
+    tree = ast.parse((CORE / f"{module}.py").read_text(encoding="utf-8"))
+    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+
+
+def test_the_input_checks_live_in_one_module():
+    for module in ("attention", "chunked", "masks", "multihead"):
+        own = [name for name in top_level_functions(module)
+               if name.lstrip("_").startswith(("check", "as_"))]
+        assert own == [], f"mha/{module}.py defines its own checks: {own}"
+    # One lengths check, for padding_mask and chunked_attention alike.
+    checks = importlib.import_module("mha._checks")
+    for module in ("masks", "chunked"):
+        assert importlib.import_module(f"mha.{module}").check_lengths is checks.check_lengths
+
+
+def test_attention_py_reads_from_the_maths_down_to_the_thread_pool():
+    names = top_level_functions("attention")
+    assert names[:3] == ["softmax", "attention_scores", "scaled_dot_product_attention"]
+    assert names.index("_scores") < names.index("_attend") < names.index("_softmax_inplace")
+    source = (CORE / "attention.py").read_text(encoding="utf-8")
+    assert source.index("map_rows(") > source.index("def _softmax_inplace")  # the kernel's only

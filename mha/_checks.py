@@ -116,7 +116,8 @@ def as_float_array(value, name: str, *, finite: bool = True) -> np.ndarray:
     ValueError
         If ``finite`` and the array holds NaN or infinity.
     """
-    if isinstance(value, np.ma.MaskedArray):
+    masked = sys.modules.get("numpy.ma")  # (not imported here: no masked array exists without it)
+    if masked is not None and isinstance(value, masked.MaskedArray):
         raise TypeError(
             f"{name} must be a plain ndarray, got a numpy.ma.MaskedArray of shape {value.shape}: "
             f"its mask would be ignored (pass the mask as mask=, or fill it in first)"

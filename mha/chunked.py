@@ -211,9 +211,9 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
             raise overflow_error("the attention scores", work, q=q.shape, k=k.shape)
         # output = o / l; a query that saw no key (l = 0) keeps its zeros.
         np.divide(o, l_sum, out=output[..., q0:q1, :], where=l_sum > 0)
+        if not np.isfinite(output[..., q0:q1, :]).all():  # the running sum o overflowed
+            raise overflow_error("the attention output", work, v=v.shape)
 
-    if not np.isfinite(output).all():
-        raise overflow_error("the attention output", work, v=v.shape)
     output = output.astype(dtype, copy=False)
     if not return_stats:
         return output

@@ -95,6 +95,12 @@ def check_seed(seed):
 # ---- arrays ---------------------------------------------------------------------------------
 
 
+def all_finite(array: np.ndarray) -> bool:
+    """Whether every entry is finite, with no temporary array (NaN and inf show in min or max)."""
+    return array.size == 0 or bool(np.isfinite(array.min()) and np.isfinite(array.max()))
+
+
+
 def as_float_array(value, name: str, *, finite: bool = True) -> np.ndarray:
     """Return ``value`` as a real floating-point ndarray whose entries are all finite.
 
@@ -128,7 +134,7 @@ def as_float_array(value, name: str, *, finite: bool = True) -> np.ndarray:
             f"{name} must be a real floating-point array (such as float32 or float64), "
             f"got dtype {array.dtype} with shape {array.shape}"
         )
-    if finite and not np.isfinite(array).all():
+    if finite and not all_finite(array):
         raise ValueError(
             f"{name} must contain only finite values, got NaN or inf in an array of shape "
             f"{array.shape}"
@@ -216,8 +222,10 @@ def check_q_k_v(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int,
     return q, k, v, batch
 
 
-def as_hidden_mask(mask, target: tuple[int, ...], target_name: str) -> np.ndarray:
-    """Check a user's mask; return where it hides a key, as a boolean array (True = hidden).
+def as_visible_mask(mask, target: tuple[int, ...], target_name: str) -> np.ndarray:
+    """Check a user's mask; return it as a boolean array, True where a query may see a key.
+
+    A boolean mask comes back as it is (no copy); a float mask as ``mask == 0``.
 
     Parameters
     ----------
@@ -244,15 +252,15 @@ def as_hidden_mask(mask, target: tuple[int, ...], target_name: str) -> np.ndarra
         )
     check_fits(mask.shape, "mask", target, target_name)
     if mask.dtype == np.bool_:
-        return ~mask
-    hidden = mask == -np.inf
-    if not (hidden | (mask == 0)).all():
-        bad = np.unique(mask[(mask != 0) & ~hidden])[:5]
+        return mask
+    visible = mask == 0
+    if not (visible | (mask == -np.inf)).all():
+        bad = np.unique(mask[~visible & (mask != -np.inf)])[:5]
         raise ValueError(
             "a float mask must hold only 0 (attend) and -inf (hide); got other values such as "
             f"{bad.tolist()}. For a 0/1 matrix pass a boolean mask instead (mask.astype(bool))."
         )
-    return hidden
+    return visible
 
 
 def check_lengths(lengths, n: int, n_name: str, batch: tuple[int, ...] | None = None):

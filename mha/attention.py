@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import (as_float_array, as_hidden_mask, broadcast_shape, check_axis, check_q_k,
-                      check_q_k_v, check_scale, overflow_error)
+from ._checks import (all_finite, as_float_array, as_visible_mask, broadcast_shape, check_axis,
+                      check_q_k, check_q_k_v, check_scale, overflow_error)
 from ._parallel import map_rows
 
 __all__ = ["softmax", "attention_scores", "scaled_dot_product_attention"]
@@ -135,7 +135,7 @@ def attention_scores(q, k, *, scale=None) -> np.ndarray:
                     "the leading (batch, head) dimensions of q and k")
     dtype = np.result_type(q, k)
     scores = _scores(q, k, check_scale(scale, q.shape[-1], dtype))
-    if not np.isfinite(scores).all():
+    if not all_finite(scores):
         raise overflow_error("the attention scores", dtype, q=q.shape, k=k.shape)
     return scores
 
@@ -214,9 +214,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
     """
     q, k, v, batch = check_q_k_v(q, k, v)
     scale = check_scale(scale, q.shape[-1], np.result_type(q, k, v))
-    hidden = None if mask is None else as_hidden_mask(
+    visible = None if mask is None else as_visible_mask(
         mask, batch + (q.shape[-2], k.shape[-2]), "scores (..., n_q, n_k)")
-    output, weights, _ = _attend(q, k, v, hidden, scale)
+    output, weights, _ = _attend(q, k, v, visible, scale)
     return output, weights
 
 
@@ -229,39 +229,39 @@ def _scores(q, k, scale):
         return (q * scale) @ np.swapaxes(k, -1, -2)  # (..., n_q, d_k) x (..., d_k, n_k)
 
 
-def _attend(q, k, v, hidden, scale, keep_scores: bool = False):
+def _attend(q, k, v, visible, scale, keep_scores: bool = False):
     """Attention on checked inputs: the maths shared by the public API and the layer.
 
-    ``hidden`` is None or a boolean array broadcastable to the scores, True where a key is
-    hidden; ``scale`` is a scalar of the result's dtype. Returns ``output`` ``(..., n_q, d_v)``,
+    ``visible`` is None or a boolean mask broadcastable to the scores, True where a query may
+    see a key; ``scale`` is a scalar of the result's dtype. Returns ``output`` ``(..., n_q, d_v)``,
     ``weights`` ``(..., n_q, n_k)`` and, with ``keep_scores``, a copy of the scores before the
     mask (else None).
     """
     # (..., n_q, d_k) x (..., d_k, n_k) -> (..., n_q, n_k)
     scores = _scores(q, k, scale)                   # scaled
     kept = scores.copy() if keep_scores else None   # for MultiHeadAttention.trace
-    if hidden is not None:
-        scores = _hide(scores, hidden)              # hidden keys get -inf, so e^-inf = 0
-    weights = _softmax_scores(scores, hidden, q.shape, k.shape)  # over the keys, in place
+    if visible is not None:
+        scores = _hide(scores, visible)             # hidden keys get -inf, so e^-inf = 0
+    weights = _softmax_scores(scores, visible, q.shape, k.shape)  # over the keys, in place
     # (..., n_q, n_k) x (..., n_k, d_v) -> (..., n_q, d_v)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
         output = weights @ v
-    if not np.isfinite(output).all():
+    if not all_finite(output):
         raise overflow_error("the attention output", output.dtype, v=v.shape)
     return output, weights, kept
 
 
-def _hide(scores, hidden):
-    """``scores`` with ``-inf`` where ``hidden`` is True, in place (copied to the mask's batch
+def _hide(scores, visible):
+    """``scores`` with ``-inf`` where ``visible`` is False, in place (copied to the mask's batch
     shape first if the mask has batch dimensions that ``q`` and ``k`` lack)."""
-    full = np.broadcast_shapes(scores.shape, hidden.shape)
+    full = np.broadcast_shapes(scores.shape, visible.shape)
     if full != scores.shape:
         scores = np.array(np.broadcast_to(scores, full))
-    np.copyto(scores, -np.inf, where=hidden)  # in place: no second n_q x n_k array
+    np.copyto(scores, -np.inf, where=~visible)  # in place: no second n_q x n_k array
     return scores
 
 
-def _softmax_scores(scores, hidden, q_shape, k_shape):
+def _softmax_scores(scores, visible, q_shape, k_shape):
     """`softmax` of masked scores in place, refusing the scores that overflowed.
 
     A score of ``+inf`` (or NaN) is an overflow. So is a row that is all ``-inf`` although the
@@ -278,7 +278,7 @@ def _softmax_scores(scores, hidden, q_shape, k_shape):
         raise overflow_error("the attention scores", scores.dtype, q=q_shape, k=k_shape) from None
     if some_row_all_minus_inf:
         left_empty = ~scores.any(axis=-1)  # (..., n_q): the rows the softmax left at zero
-        sees_a_key = True if hidden is None else ~hidden.all(axis=-1)
+        sees_a_key = True if visible is None else visible.any(axis=-1)
         if (left_empty & sees_a_key).any():
             raise overflow_error("the attention scores", scores.dtype, q=q_shape, k=k_shape)
     return scores

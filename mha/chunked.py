@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import (check_flag, check_lengths, check_positive_int, check_q_k_v, check_scale,
-                      check_structure, overflow_error)
+from ._checks import (all_finite, check_flag, check_lengths, check_positive_int, check_q_k_v,
+                      check_scale, check_structure, overflow_error)
 from ._parallel import map_rows
 
 __all__ = ["chunked_attention"]
@@ -211,7 +211,7 @@ def chunked_attention(q, k, v, *, causal=False, window=None, lengths=None, block
             raise overflow_error("the attention scores", work, q=q.shape, k=k.shape)
         # output = o / l; a query that saw no key (l = 0) keeps its zeros.
         np.divide(o, l_sum, out=output[..., q0:q1, :], where=l_sum > 0)
-        if not np.isfinite(output[..., q0:q1, :]).all():  # the running sum o overflowed
+        if not all_finite(output[..., q0:q1, :]):  # the running sum o overflowed
             raise overflow_error("the attention output", work, v=v.shape)
 
     output = output.astype(dtype, copy=False)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import (as_hidden_mask, check_flag, check_seed, check_sizes, check_tokens,
-                      check_weight, overflow_error)
+from ._checks import (all_finite, as_visible_mask, check_flag, check_seed, check_sizes,
+                      check_tokens, check_weight, overflow_error)
 from .attention import _attend
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
@@ -248,10 +248,10 @@ class MultiHeadAttention:
         W_V = check_weight(self.W_V, "self.W_V", (d_model, h, d_v))
         W_O = check_weight(self.W_O, "self.W_O", (h * d_v, d_model))
         lead, n, m = x.shape[:-2], x.shape[-2], context.shape[-2]
-        hidden = None if mask is None else as_hidden_mask(
-            mask, lead + (n, m), "the weights of one head (..., n, m)")  # True = hidden
-        if hidden is not None and hidden.ndim == 3:
-            hidden = hidden[:, None]  # (b, n, m) -> (b, 1, n, m): the same for every head
+        visible = None if mask is None else as_visible_mask(
+            mask, lead + (n, m), "the weights of one head (..., n, m)")  # True = may attend
+        if visible is not None and visible.ndim == 3:
+            visible = visible[:, None]  # (b, n, m) -> (b, 1, n, m): the same for every head
         dtype = np.result_type(x, context)
 
         flat = [W.reshape(d_model, -1) for W in (W_Q, W_K, W_V)]  # (d_model, h*d_k) each
@@ -269,12 +269,12 @@ class MultiHeadAttention:
         # q (..., h, n, d_k), k (..., h, m, d_k), v (..., h, m, d_v)
 
         scale = dtype.type(1.0 / np.sqrt(d_k))
-        heads, weights, scores = _attend(q, k, v, hidden, scale, keep_scores=keep)
+        heads, weights, scores = _attend(q, k, v, visible, scale, keep_scores=keep)
         # heads (..., h, n, d_v), weights and scores (..., h, n, m)
         concat = merge_heads(heads)                                   # (..., n, h*d_v)
         with np.errstate(over="ignore", invalid="ignore"):
             output = concat @ W_O.astype(dtype, copy=False)           # (..., n, d_model)
-        if not np.isfinite(output).all():
+        if not all_finite(output):
             raise overflow_error("the layer's output", dtype, x=x.shape, context=context.shape)
         if not keep:
             return {"output": output, "weights": weights}

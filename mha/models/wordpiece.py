@@ -74,8 +74,9 @@ class WordPieceTokenizer:
        cannot be split this way, or longer than ``max_chars_per_word``, becomes one ``[UNK]``.
 
     **Agreement with Hugging Face.** The special tokens are cut out as ``transformers``' fast
-    tokenizer does (built from the model's ``tokenizer.json``; its Python ``BertTokenizer``
-    cleans the text first, so it also keeps ``[MA\u200bSK]`` whole). Stages 1 and 2 were
+    tokenizer does (built from the model's ``tokenizer.json``; its Python tokenizer,
+    ``BertTokenizerLegacy`` in version 5, cleans the text first, so it also keeps
+    ``[MA\u200bSK]`` whole). Stages 1 and 2 were
     compared with ``tokenizers`` 0.23.3 reading ``tokenizer.json``, on every code point, alone
     and between two letters (``a?b``), under Python 3.11 (``unicodedata.unidata_version``
     14.0.0): the tokens are the same for all but 759 code points.
@@ -87,14 +88,14 @@ class WordPieceTokenizer:
       383 nonspacing marks (Mn) and 13 format characters (Cf) dropped here, kept there
       (``?`` alone -> nothing here, ``[UNK]`` there); 104 punctuation marks (94 Po, 4 Ps,
       4 Pe, 2 Pd) split off here, kept inside the word there; and three that ``tokenizers``
-      classes differently: U+1734 (Mc here, dropped there), U+166D (So here) and U+111C9 (Mn
-      here), both split off there as punctuation.
+      classes differently: U+1734 (Mc here, so kept; dropped there as a mark), U+166D (So
+      here) and U+111C9 (Mn here), both split off there as punctuation.
 
     Python's Unicode tables decide these classes, so the differences depend on the Python
     version: a later one (Unicode 15 from Python 3.12) knows more characters that
     ``tokenizers`` does not. Unassigned code points (category Cn) are kept, as ``tokenizers``
-    keeps them. On every assigned code point, the tokens equal those of ``transformers``'
-    Python ``BertTokenizer`` (which reads Python's tables too).
+    keeps them. On every assigned code point (alone and between two letters), the tokens equal
+    those of ``transformers``' Python tokenizer, which reads Python's tables too.
 
     Examples
     --------

@@ -81,12 +81,16 @@ def check_scale(scale, d_k: int, dtype: np.dtype):
 
 
 def check_seed(seed):
-    """``None``, a ``numpy.random.Generator`` or an integer >= 0, for ``np.random.default_rng``."""
-    if seed is None or isinstance(seed, np.random.Generator):
+    """``None``, an integer >= 0, or a NumPy ``Generator``, ``BitGenerator`` or ``SeedSequence``:
+    what ``np.random.default_rng`` takes."""
+    # What np.random.default_rng takes, except sequences of integers (rarely meant as a seed).
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.BitGenerator,
+                                         np.random.SeedSequence)):
         return seed
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be None, an integer >= 0 or a numpy.random.Generator, got "
-                        f"{seed!r} of type {type(seed).__name__}")
+        raise TypeError(f"seed must be None, an integer >= 0, a numpy.random.Generator, "
+                        f"BitGenerator or SeedSequence, got {seed!r} of type "
+                        f"{type(seed).__name__}")
     if seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed}")
     return int(seed)

@@ -98,8 +98,8 @@ class MultiHeadAttention:
         divisible by ``h``).
     d_v : int, optional
         Value size per head. Defaults to ``d_k`` when given, else ``d_model // h``.
-    seed : int or numpy.random.Generator, optional
-        Seed (an integer >= 0) for ``np.random.default_rng``, or a Generator to draw from;
+    seed : int, numpy.random.Generator, BitGenerator or SeedSequence, optional
+        What ``np.random.default_rng`` takes (an integer >= 0, or a generator to draw from);
         the same seed gives the same weights.
 
     Attributes
@@ -121,8 +121,8 @@ class MultiHeadAttention:
     Raises
     ------
     TypeError
-        If ``d_model``, ``h``, ``d_k`` or ``d_v`` is not an integer, or ``seed`` is neither
-        None, an integer nor a Generator.
+        If ``d_model``, ``h``, ``d_k`` or ``d_v`` is not an integer, or ``seed`` is none of
+        None, an integer, a Generator, a BitGenerator or a SeedSequence.
     ValueError
         If one of them is < 1 (``seed`` < 0), or ``d_model`` is not divisible by ``h`` when
         ``d_k`` is not given.

@@ -198,10 +198,11 @@ BAD_MASKS = [
 #: For ``seed`` of `MultiHeadAttention`.
 BAD_SEEDS = [
     (-1, ValueError, r"seed must be an integer >= 0, got -1"),
-    (1.5, TypeError, r"seed must be None, an integer >= 0 or a numpy.random.Generator, got 1.5"),
-    ("7", TypeError, r"seed must be None, an integer >= 0 .*got '7' of type str"),
-    (True, TypeError, r"seed must be None, an integer >= 0 .*got True of type bool"),
-    ([1, 2], TypeError, r"seed must be None, an integer >= 0 .*got \[1, 2\] of type list"),
+    (1.5, TypeError, r"seed must be None, an integer >= 0, a numpy.random.Generator, "
+                     r"BitGenerator or SeedSequence, got 1.5"),
+    ("7", TypeError, r"seed must be None, an integer >= 0.*got '7' of type str"),
+    (True, TypeError, r"seed must be None, an integer >= 0.*got True of type bool"),
+    ([1, 2], TypeError, r"seed must be None, an integer >= 0.*got \[1, 2\] of type list"),
 ]
 
 

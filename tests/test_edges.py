@@ -231,8 +231,10 @@ def test_valid_seeds_give_the_weights_default_rng_draws(seed):
     layer = MultiHeadAttention(8, 2, seed=seed)
     rng = np.random.default_rng(int(seed))
     np.testing.assert_array_equal(layer.W_Q, rng.normal(0, np.sqrt(2 / 16), size=(8, 2, 4)))
-    same = MultiHeadAttention(8, 2, seed=np.random.default_rng(int(seed)))
-    np.testing.assert_array_equal(same.W_O, layer.W_O)
+    for same_seed in (np.random.default_rng(int(seed)), np.random.PCG64(int(seed)),
+                      np.random.SeedSequence(int(seed))):
+        same = MultiHeadAttention(8, 2, seed=same_seed)
+        np.testing.assert_array_equal(same.W_O, layer.W_O)
 
 
 def test_scale_may_be_a_0d_array_or_a_numpy_scalar():

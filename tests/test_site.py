@@ -909,6 +909,27 @@ def test_the_render_check_catches_a_new_argument():
         "theme=t", "theme=t, new=n"), "nb2html")
 
 
+def test_api_reference_titles_are_in_the_pages_language(site):
+    """hooks/api_language.py: mkdocstrings' section titles follow each page's language (it
+    reads the locale once, so the English page used to show 参数：, 返回：)."""
+    titles = {"zh": ("参数：", "返回：", "示例："), "en": ("Parameters:", "Returns:", "Examples:")}
+    for lang, folder in (("zh", site), ("en", site / "en")):
+        html = (folder / "api" / "index.html").read_text(encoding="utf-8")
+        other = titles["en" if lang == "zh" else "zh"]
+        for own, foreign in zip(titles[lang], other):
+            assert html.count(own) >= 20, (lang, own)
+            assert foreign not in html, (lang, foreign)
+
+
+def test_mkdocstrings_still_takes_its_locale_where_the_hook_sets_it():
+    """The private attribute hooks/api_language.py sets is the one mkdocstrings renders with."""
+    import inspect
+
+    from mkdocstrings._internal import extension
+
+    assert "self._handlers._locale" in inspect.getsource(extension)
+
+
 def test_jinja_cache_reaches_the_environment_mkdocstrings_renders_with(tmp_path, monkeypatch):
     """hooks/jinja_cache.py sets the bytecode cache on mkdocstrings' Python handler's Jinja
     environment: the handler must be one per build (made once, reused) and render through

@@ -90,14 +90,18 @@ def plot_shapes(traces: list, lang: str) -> Figure:
     return fig
 
 
-def _one_matrix(data, title: str, lang: str) -> Figure:
-    """One (tokens x d_model) matrix of the case as a heatmap, with its shape in the title."""
+def _one_matrix(data, title: str, lang: str, *, heads: int | None = None) -> Figure:
+    """One (tokens x width) matrix of the case as a heatmap, with its shape in the title: a
+    (tokens x d_model) matrix, or with ``heads`` the heads side by side, banded by head."""
     words, tokens = WORDS[lang], case_tokens(lang)
     with style():
-        fig = Figure(figsize=(5.6, 3.4), layout="constrained")
+        fig = Figure(figsize=(5.6, 3.4 if heads is None else 3.6), layout="constrained")
         ax = fig.subplots()
         image = heatmap(ax, data, rows=tokens, title=f"{title} {_shape(data)}")
-        ax.set_xlabel(words["dim"] + f" (d_model = {data.shape[1]})")
+        if heads is None:
+            ax.set_xlabel(words["dim"] + f" (d_model = {data.shape[1]})")
+        else:
+            head_bands(ax, heads, data.shape[1], data.shape[0])
         colorbar(fig, image, ax)
     return fig
 
@@ -150,16 +154,8 @@ def plot_weights(traces: list, lang: str) -> Figure:
 
 
 def plot_concat(traces: list, lang: str) -> Figure:
-    words, tokens = WORDS[lang], case_tokens(lang)
     t = traces[0]
-    with style():
-        fig = Figure(figsize=(5.6, 3.6), layout="constrained")
-        ax = fig.subplots()
-        image = heatmap(ax, t["concat"], rows=tokens,
-                        title=f"{words['concat']} {_shape(t['concat'])}")
-        head_bands(ax, t["heads"].shape[0], t["concat"].shape[1], t["concat"].shape[0])
-        colorbar(fig, image, ax)
-    return fig
+    return _one_matrix(t["concat"], WORDS[lang]["concat"], lang, heads=t["heads"].shape[0])
 
 
 def plot_output(traces: list, lang: str) -> Figure:

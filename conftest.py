@@ -68,7 +68,8 @@ SUITE_OF_PATH = (
     ("tests/test_figures.py", "site"),
     ("tests/test_katex_vendor.py", "site"),
     ("tests/test_bench.py", "site"),
-    # Builds a wheel and installs it into a fresh virtual environment: minutes, like the site.
+    # Builds a wheel (pip fetches the build backend) and installs it into a fresh environment:
+    # slower than the core's tests, and about packaging, not the maths.
     ("tests/test_packaging.py", "site"),
     ("mha/models/", "model"),
     ("mha/site/", "site"),

@@ -105,7 +105,6 @@ def all_finite(array: np.ndarray) -> bool:
     return array.size == 0 or bool(np.isfinite(array.min()) and np.isfinite(array.max()))
 
 
-
 def as_float_array(value, name: str, *, finite: bool = True) -> np.ndarray:
     """Return ``value`` as a real floating-point ndarray whose entries are all finite.
 

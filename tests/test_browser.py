@@ -321,15 +321,24 @@ def test_material_waits_for_the_reader_and_moves_nothing(new_context, base_url, 
 def test_palette_toggled_before_material_stays_toggled(new_context, base_url):
     """A click on the palette toggle that comes before Material's script switches the palette
     and stores it as Material does: Material keeps it when it arrives, and so does the next page."""
-    visit = Visit(new_context(), base_url + LANGUAGES["zh"]["chapter"])
+    context = new_context()
+    # The click focuses the toggle's input, and focus is a first interaction: it sends for
+    # Material's script. Hold that script at the network so the check below always meets the
+    # page before it (without the hold, a fast machine could run it in between).
+    held = []
+    context.route("**/assets/javascripts/**", lambda route: held.append(route))
+    visit = Visit(context, base_url + LANGUAGES["zh"]["chapter"])
     page = visit.page
     assert page.locator("body").get_attribute("data-md-color-scheme") == "default"
-    # A click without pointer events: Material's script stays away, our fallback switches.
     page.locator("form[data-md-component=palette] label:not([hidden])").dispatch_event("click")
     assert page.evaluate("window.component$ === undefined")
     assert page.locator("body").get_attribute("data-md-color-scheme") == "slate"
     assert page.locator("form[data-md-component=palette] label:not([hidden])").get_attribute(
         "for") == "__palette_0"
+    # Let Material's script through: it must keep the palette the fallback chose.
+    for route in held:
+        route.continue_()
+    context.unroute("**/assets/javascripts/**")
     interact(page)
     page.wait_for_timeout(300)
     assert page.locator("body").get_attribute("data-md-color-scheme") == "slate"

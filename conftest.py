@@ -5,53 +5,90 @@ Each collected test gets exactly one of the markers ``core``, ``model``, ``site`
 test with none or two.
 
 pytest-markdown-docs parses pages with markdown-it, which does not know Material's admonitions
-(``!!!``), collapsible blocks (``???``) or content tabs (``===``): their content is indented, so
-a fenced block inside one looked like an indented code block and was silently never run. This
-turns each container's header into a blank line and removes its indentation from the content,
-keeping every line where it was, so failures still point at the right line.
+(``!!!``), collapsible blocks (``???``) or content tabs (``===``); the parser it gets here
+(`page_outputs.markdown_parser`) opens them, so the blocks inside them run too.
+
+What a page's Python block prints must be what the output block right after it shows
+(`tests/page_outputs.py` states the convention and how numbers are compared): every block of
+``docs/`` runs with its standard output captured, through `OutputCheckingRunner`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import re
+import sys
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-CONTAINER = re.compile(r"^(?P<indent>[ \t]*)(?:!!!|\?\?\?\+?|===\+?)(?:[ \t]|$)")
+ROOT = Path(__file__).resolve().parent
 
 
-def open_containers(text: str) -> str:
-    """Return ``text`` with Material container headers blanked and their bodies dedented."""
-    out: list[str] = []
-    stack: list[int] = []  # content indentation of each open container
-    for line in text.split("\n"):
-        if not line.strip():
-            out.append("")
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        while stack and indent < stack[-1]:
-            stack.pop()
-        shift = stack[-1] if stack else 0
-        header = CONTAINER.match(line)
-        if header:
-            stack.append(len(header.group("indent")) + 4)
-            out.append("")
-        else:
-            out.append(line[shift:] if line[:shift].strip() == "" else line.lstrip())
-    return "\n".join(out)
+def _load_page_outputs():
+    """tests/page_outputs.py, under the name the tests import it by (one module, not two)."""
+    if "page_outputs" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("page_outputs",
+                                                      ROOT / "tests" / "page_outputs.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["page_outputs"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["page_outputs"]
 
+
+page_outputs = _load_page_outputs()
 
 def pytest_markdown_docs_markdown_it():
-    from markdown_it import MarkdownIt
+    return page_outputs.markdown_parser()
 
-    md = MarkdownIt("commonmark")
 
-    def dedent_containers(state):
-        state.src = open_containers(state.src)
+# ---- output blocks -------------------------------------------------------------------------
+# pytest-markdown-docs runs each block through its default runner; ours runs it the same way
+# with standard output captured, then holds it against the page's output block. Registering a
+# default runner is the plugin's documented extension point (`register_runner(default=True)`);
+# MAINTAINERS.md lists it with the test that guards it.
 
-    md.core.ruler.after("normalize", "open_material_containers", dedent_containers)
-    return md
+@lru_cache(maxsize=None)
+def _expected_outputs(path: str) -> dict[int, str | None]:
+    text = Path(path).read_text(encoding="utf-8")
+    return page_outputs.output_blocks(pytest_markdown_docs_markdown_it().parse(text))
+
+
+def _register_output_runner():
+    from pytest_markdown_docs._runners import DefaultRunner, register_runner
+
+    @register_runner(default=True)
+    class OutputCheckingRunner(DefaultRunner):
+        """Runs a block as the plugin does; on a site page, also checks what it prints."""
+
+        def runtest(self, test, args, *, asyncio_runner=None):
+            if not page_outputs.is_site_page(Path(test.source_path), ROOT):
+                return super().runtest(test, args, asyncio_runner=asyncio_runner)
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                super().runtest(test, args, asyncio_runner=asyncio_runner)
+            expected = _expected_outputs(str(test.source_path)).get(test.start_line)
+            where = f"{Path(test.source_path).relative_to(ROOT)}:{test.start_line}"
+            if expected is None:
+                if printed.getvalue().strip():
+                    raise AssertionError(
+                        f"{where}: the block prints, but no ```output block follows it; add one "
+                        f"holding what it printed:\n{printed.getvalue()}")
+                return
+            if not printed.getvalue().strip():
+                raise AssertionError(f"{where}: an ```output block follows a block that prints "
+                                     "nothing")
+            message = page_outputs.compare(expected, printed.getvalue())
+            if message:
+                raise AssertionError(f"{where}: {message}")
+
+    return OutputCheckingRunner
+
+
+OutputCheckingRunner = _register_output_runner()
 
 
 # ---- the four suites -----------------------------------------------------------------------

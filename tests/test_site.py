@@ -89,6 +89,8 @@ def shell_skeleton(code: str) -> list[str]:
 
 def code_skeleton(info: str, code: str):
     lang = language_of(info)
+    if lang == "output":  # what a block prints: its words follow the page's language
+        return lang, None
     if lang == "python":
         return lang, python_skeleton(code)
     if lang in ("bash", "sh", "shell", "console"):

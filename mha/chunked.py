@@ -1,5 +1,9 @@
 """Exact attention computed block by block (FlashAttention-style), without the n_q x n_k matrix.
 
+The running softmax is the online normaliser of Milakov & Gimelshein (2018, arXiv:1805.02867);
+attention computed this way in chunks is Rabe & Staats (2021, arXiv:2112.05682), and
+FlashAttention (Dao et al. 2022, arXiv:2205.14135) is the same idea tiled for a GPU's memory.
+
 `chunked_attention` gives the same output as `mha.scaled_dot_product_attention` with a causal,
 sliding-window or padding mask, but it takes the mask by its *structure* (``causal``, ``window``,
 ``lengths``) rather than as an array, walks over tiles of ``block_size`` queries by

@@ -69,6 +69,14 @@ def sliding_window_mask(n: int, window: int) -> np.ndarray:
     ValueError
         If ``n < 0`` (or ``n * n`` is beyond what NumPy can index) or ``window < 0``.
 
+    Notes
+    -----
+    The mask hides scores, it does not avoid them: `mha.scaled_dot_product_attention` still
+    computes all ``n * n`` of them and then discards the hidden ones. Only
+    `mha.chunked_attention` with ``window=`` skips the work, tile by tile. The window looks
+    back only, as a decoder needs; the restricted self-attention of Vaswani et al. (2017,
+    Table 1) is a neighbourhood of size r around each position, in both directions.
+
     Examples
     --------
     >>> from mha import sliding_window_mask

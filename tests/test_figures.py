@@ -186,20 +186,51 @@ def test_the_build_draws_again_when_any_source_changes_data_included(tmp_path, m
     assert len(drawn) == 3
 
 
-def test_both_languages_see_the_same_numbers_for_the_same_concepts():
-    # The Chinese sentence is the English one's concepts in another order; with no positional
-    # information, every stage of the Chinese run is the English run with rows (and columns)
-    # reordered the same way.
+def test_one_word_has_one_embedding_and_only_translations_share_one():
+    # Within a language a word has one embedding wherever it stands (the English "the" at its
+    # three positions); across languages only the five content words that translate each other
+    # share theirs, and every other word (the; 在, 了, 。) has its own.
+    from mha.site.experiments import walkthrough
+    from mha.site.plots.case import CASE_ORDER, CASE_TOKENS, EMBEDDING_ROWS
+
+    x = {lang: walkthrough(CASE_ORDER[lang], n_layers=1)[0]["x"] for lang in ("zh", "en")}
+    for lang, tokens in CASE_TOKENS.items():
+        assert len(tokens) == 8
+        for i, a in enumerate(tokens):
+            for j, b in enumerate(tokens):
+                assert np.array_equal(x[lang][i], x[lang][j]) == (a == b), (lang, a, b)
+    assert CASE_TOKENS["en"].count("the") == 3 and len(set(CASE_TOKENS["en"])) == 6
+    assert len(set(CASE_TOKENS["zh"])) == 8
+    shared = [(zh, en) for zh, en in EMBEDDING_ROWS if zh and en]
+    assert sorted(en for _, en in shared) == ["desk", "detective", "found", "key", "under"]
+    for zh, en in shared:
+        np.testing.assert_array_equal(x["zh"][CASE_TOKENS["zh"].index(zh)],
+                                      x["en"][CASE_TOKENS["en"].index(en)])
+    for i in range(8):
+        for j in range(8):
+            same_word = (CASE_TOKENS["zh"][i], CASE_TOKENS["en"][j]) in shared
+            assert np.array_equal(x["zh"][i], x["en"][j]) == same_word
+
+
+def test_reordering_one_languages_tokens_only_reorders_every_stage():
+    # Permutation equivariance within one language: no positional information, so the case in
+    # another order gives the same numbers in the same other order, in every layer.
     from mha.site.experiments import walkthrough
     from mha.site.plots.case import CASE_ORDER, CASE_TOKENS
 
-    en, zh = walkthrough(CASE_ORDER["en"]), walkthrough(CASE_ORDER["zh"])
-    perm = CASE_ORDER["zh"]  # position p of the Chinese sentence holds English position perm[p]
-    for layer_en, layer_zh in zip(en, zh):
-        np.testing.assert_allclose(layer_zh["output"], layer_en["output"][perm], atol=1e-12)
-        np.testing.assert_allclose(layer_zh["weights"], layer_en["weights"][:, perm][:, :, perm],
+    for lang in ("zh", "en"):
+        order = CASE_ORDER[lang]
+        perm = np.random.default_rng(1).permutation(len(order))
+        before, after = walkthrough(order), walkthrough([order[p] for p in perm])
+        for a, b in zip(before, after):
+            np.testing.assert_allclose(b["output"], a["output"][perm], atol=1e-12)
+            np.testing.assert_allclose(b["weights"], a["weights"][:, perm][:, :, perm],
+                                       atol=1e-12)
+    # The same word at several places: the same rows, through every layer.
+    the = [i for i, t in enumerate(CASE_TOKENS["en"]) if t == "the"]
+    for stages in walkthrough(CASE_ORDER["en"]):
+        np.testing.assert_allclose(stages["output"][the], stages["output"][the[:1]].repeat(3, 0),
                                    atol=1e-12)
-    assert sorted(CASE_ORDER["zh"]) == list(range(8)) and len(CASE_TOKENS["zh"]) == 8
 
 
 def test_walkthrough_chains_the_layers():

@@ -104,10 +104,12 @@ def scaling_experiment(d_ks=(4, 8, 16, 32, 64, 128, 256, 512, 1024), n_queries: 
 
 
 def case_embeddings(n_tokens: int = 8, d_model: int = 16, seed: int = 0) -> np.ndarray:
-    """Stand-in embeddings for the running example: one standard-normal row per concept.
+    """Stand-in embeddings for the running example: one standard-normal row per word.
 
     Real embeddings are learned; these are random numbers, enough to follow the data through
-    the layer. Row ``c`` belongs to concept ``c`` of the case (see ``mha.site.plots.case``).
+    the layer. Row ``r`` is the embedding of word ``r`` of the case's vocabulary (see
+    ``mha.site.plots.case``). The rows are drawn in order, so the first rows do not depend on
+    ``n_tokens``.
 
     Returns
     -------
@@ -122,7 +124,8 @@ def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: i
     Parameters
     ----------
     order : sequence of int
-        Which concept's embedding stands at each position (the sentence in one language).
+        Which row of `case_embeddings` stands at each position (the sentence in one language);
+        a word that occurs twice has the same row twice.
     d_model, h : int
         Width of the layers and number of heads (the detectives).
     n_layers : int
@@ -144,7 +147,8 @@ def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: i
     >>> len(layers), layers[0]["weights"].shape, layers[1]["x"] is layers[0]["output"]
     (2, (4, 8, 8), True)
     """
-    x = case_embeddings(n_tokens=len(list(order)), d_model=d_model, seed=seed)[list(order)]
+    order = list(order)
+    x = case_embeddings(n_tokens=max(order) + 1, d_model=d_model, seed=seed)[order]  # (n, d_model)
     traces = []
     for layer_index in range(n_layers):
         layer = MultiHeadAttention(d_model, h, seed=seed + 1 + layer_index)
@@ -327,7 +331,7 @@ def application_patterns(order, n_pad: int = 2, n_target: int = 4, seed: int = 0
     Parameters
     ----------
     order : sequence of int
-        The case sentence as concepts in reading order (see `walkthrough`).
+        The case sentence as rows of `case_embeddings` in reading order (see `walkthrough`).
     n_pad : int
         Padding tokens appended for the BERT-like encoder (hidden by `mha.padding_mask`).
     n_target : int
@@ -347,7 +351,7 @@ def application_patterns(order, n_pad: int = 2, n_target: int = 4, seed: int = 0
 
     order = list(order)
     rng = np.random.default_rng(seed + 100)
-    x = case_embeddings(n_tokens=len(order), seed=seed)[order]      # (n, d_model)
+    x = case_embeddings(n_tokens=max(order) + 1, seed=seed)[order]  # (n, d_model)
     d_model = x.shape[1]
     layer = MultiHeadAttention(d_model, 4, seed=seed + 1)
     pads = np.tile(rng.normal(size=(1, d_model)), (n_pad, 1))       # one [PAD] embedding

@@ -20,7 +20,7 @@ from ...models.minilm import load_minilm
 from . import applications, longrange, realheads, speed, tables
 from . import walkthrough as walk
 from ._style import style
-from .case import CASE_ORDER, CAST, case_tokens
+from .case import CASE_ORDER, CAST, EMBEDDING_ROWS, case_tokens
 from .projections import plot_shared_projection
 from .scores import plot_scaling
 from ..terms import LANGUAGES, TERMS, term
@@ -61,8 +61,8 @@ def _measured(lang: str):
 
 
 def _case_shared_projection(lang: str):
-    return experiments.shared_projection_experiment(
-        example=experiments.case_embeddings()[CASE_ORDER[lang]])
+    example = experiments.case_embeddings(n_tokens=len(EMBEDDING_ROWS))[CASE_ORDER[lang]]
+    return experiments.shared_projection_experiment(example=example)
 
 
 def _real_examples(lang: str):

@@ -21,7 +21,8 @@ WORDS = {
 
 
 def plot_shared_projection(result: SharedProjectionResult, lang: str) -> Figure:
-    """Score matrices with one shared query/key matrix and with two, highest score boxed."""
+    """Score matrices with one shared query/key matrix and with two, highest score boxed
+    (every cell of a tie)."""
     words, tokens = WORDS[lang], case_tokens(lang)
     panels = [(words["shared"], result.example_shared),
               (words["separate"], result.example_separate)]
@@ -31,7 +32,10 @@ def plot_shared_projection(result: SharedProjectionResult, lang: str) -> Figure:
         axes = fig.subplots(2, 1)
         for ax, (title, scores) in zip(axes, panels):
             image = heatmap(ax, scores, rows=tokens, cols=tokens, vmax=limit, title=title)
-            for i, j in enumerate(scores.argmax(axis=1)):
+            # Every cell that ties with its row's highest score: a word that occurs twice (the
+            # English "the") has the same embedding, so its columns score alike.
+            top = np.isclose(scores, scores.max(axis=1, keepdims=True), rtol=1e-9, atol=0)
+            for i, j in zip(*np.nonzero(top)):
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
                                        edgecolor="black", linewidth=2))
             ax.set_ylabel(words["reads"])

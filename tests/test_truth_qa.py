@@ -105,3 +105,19 @@ def test_the_layernorm_answer_links_a_page_that_has_layernorm(lang):
     from mha.models import encoder
 
     assert "LayerNorm" in encoder.bert_layer.__doc__
+
+
+def test_the_counts_in_the_prose_are_the_counts_on_the_page():
+    for lang, questions, coding, beliefs in (("en", "Twenty-nine", None, "Seventeen"),
+                                             ("zh", "29 道", "6 道手撕代码", "17 个")):
+        interview = (DOCS / lang / "interview.md").read_text(encoding="utf-8")
+        asked = interview.count("??? question")
+        in_coding = interview.split("{ #coding }")[1].split("{ #sources }")[0].count("??? question")
+        assert asked == 29 and questions in interview and in_coding == 6
+        if coding:
+            assert coding in interview
+        page = (DOCS / lang / "misconceptions.md").read_text(encoding="utf-8")
+        sections = re.findall(r"^## .*\{ #(?!sources)", page, flags=re.M)
+        experiments = re.findall(r"^```(?:python|\{\.python)", page, flags=re.M)
+        assert len(sections) == 17 and beliefs in page
+        assert len(experiments) == len(sections) - 1    # "for all but one, a small experiment"

@@ -26,63 +26,121 @@ class Term:
 
 
 TERMS: dict[str, Term] = {
-    "token": Term("词元", "token", "", "输入序列里的一个单位（一个词或词的一部分），卷宗里的一页证词。",
-                  "One unit of the input sequence (a word or part of one): one page of the case file."),
-    "embedding": Term("嵌入", "embedding", "X", "把词元表示成向量；矩阵 X 的每一行是一个词元的嵌入。",
-                      "A token represented as a vector; each row of X is one token's embedding."),
+    "token": Term("词元", "token", "",
+                  "输入序列里的一个单位（一个词或词的一部分）；比喻里是卷宗的一页。",
+                  "One unit of the input sequence (a word or part of one); in the story, one "
+                  "page of the case file."),
+    "embedding": Term("嵌入", "embedding", "X",
+                      "把词元表示成一个向量：同一个词不管出现在哪儿，查到的都是同一个嵌入。"
+                      "矩阵 X 的第 i 行 x_i 是第 i 个词元的嵌入。",
+                      "A token represented as a vector: the same word gets the same embedding "
+                      "wherever it stands. Row i of X, x_i, is the embedding of token i."),
     "self_attention": Term("自注意力", "self-attention", "",
-                           "查询、键、值都来自同一个序列：每个词元向序列里所有词元打听消息。",
-                           "Queries, keys and values all come from one sequence: every token asks every other."),
-    "query": Term("查询", "query", "Q", "侦探手里的问题：“我在找什么？”",
-                  "The question a detective carries: what am I looking for?"),
-    "key": Term("键", "key", "K", "证据上贴的标签：“我这里有什么？”",
-                "The label on a piece of evidence: what do I have?"),
-    "value": Term("值", "value", "V", "证据本身的内容，按权重汇总进输出。",
-                  "What the evidence actually says; mixed into the output by weight."),
-    "projection": Term("投影", "projection", "W", "乘一个可学习的矩阵，把向量换到另一个空间。",
+                           "查询、键、值都来自同一个序列：每个词元都和序列里所有词元（包括自己）比一遍。",
+                           "Queries, keys and values all come from one sequence: every token is "
+                           "compared with every token, itself included."),
+    "query": Term("查询", "query", "q_i = x_i W_Q",
+                  "第 i 个词元在一个注意力头里的查询：第 i 页在找什么。每一页在每位侦探那里都有"
+                  "自己的查询。",
+                  "Token i's query in one head: what page i is looking for. Every page has a "
+                  "query for every detective."),
+    "key": Term("键", "key", "k_j = x_j W_K",
+                "第 j 个词元在一个注意力头里的键：第 j 页能提供什么，像贴在这一页上的标签。",
+                "Token j's key in one head: what page j has to offer, like a label on the page."),
+    "value": Term("值", "value", "v_j = x_j W_V",
+                  "第 j 个词元在一个注意力头里的值：第 j 页实际说了什么。",
+                  "Token j's value in one head: what page j actually says."),
+    "projection": Term("投影", "projection", "W",
+                       "乘一个可学习的矩阵，把向量换到另一个空间。",
                        "Multiplying by a learned matrix to move vectors into another space."),
     "dot_product": Term("点积", "dot product", "q·k", "两个向量对应分量相乘再求和，方向越一致越大。",
                         "Multiply matching components and add them up: larger when two vectors point the same way."),
     "attention_score": Term("注意力分数", "attention score", "QKᵀ/√d_k",
-                            "查询与键的匹配程度，softmax 之前的数。",
-                            "How well a query matches a key: the number before softmax."),
+                            "查询与键的匹配程度，softmax 之前的数。d2l 中文版把由查询和键算出分数的函数"
+                            "叫“评分函数”（注意力评分函数）。",
+                            "How well a query matches a key: the number before softmax. The "
+                            "function that computes it is what d2l calls the (attention) "
+                            "scoring function."),
     "scaling_factor": Term("缩放因子", "scaling factor", "1/√d_k",
-                           "乘在分数上的 1/√d_k，让分数的方差不随维度增长。",
-                           "The 1/√d_k applied to the scores so their variance does not grow with the dimension."),
+                           "乘在分数上的 1/√d_k：查询和键的分量方差为 1 时，它让分数的方差保持在 1 左右，不随维度增长。",
+                           "The 1/√d_k applied to the scores: when the components of queries and "
+                           "keys have variance 1, it keeps the scores' variance near 1 whatever "
+                           "the dimension."),
     "scaled_dot_product_attention": Term(
         "缩放点积注意力", "scaled dot-product attention", "",
         "softmax(QKᵀ/√d_k)V：先打分，再归一化，再加权求和。",
         "softmax(QKᵀ/√d_k)V: score, normalise, then take the weighted sum."),
+    "additive_attention": Term(
+        "加性注意力", "additive attention", "",
+        "另一种评分函数（Bahdanau 等，2015）：查询和键各乘一个矩阵后相加，经过 tanh，再与一个向量"
+        "做点积得到分数。",
+        "Another scoring function (Bahdanau et al., 2015): query and key are each multiplied by "
+        "a matrix, added, passed through tanh and dotted with a vector to give the score."),
     "softmax": Term("softmax", "softmax", "", "把一行分数变成非负、和为 1 的权重。",
                     "Turns a row of scores into non-negative weights that sum to 1."),
-    "attention_weight": Term("注意力权重", "attention weight", "A",
-                             "softmax 之后的数：每个查询分给每个键的注意力，每行和为 1。",
-                             "The numbers after softmax: how much each query attends to each key; each row sums to 1."),
-    "dimension": Term("维度", "dimension", "d_k", "向量的分量个数；d_k 是每个头里查询和键的维度。",
-                      "How many components a vector has; d_k is the size of a query or key in one head."),
-    "head": Term("注意力头", "head", "h", "一套独立的查询、键、值投影，相当于一位专攻某个方向的侦探。",
-                 "One independent set of query, key and value projections: one detective with one specialty."),
+    "attention_weight": Term("注意力权重", "attention weight", "a_ij",
+                             "softmax 之后的数：侦探读第 i 页时分给第 j 页的那份注意力，每行和为 1。",
+                             "The numbers after softmax: the share of attention a detective, "
+                             "working on page i, gives page j; each row sums to 1."),
+    "weighted_sum": Term("加权和", "weighted sum", "Σ_j a_ij v_j",
+                         "按注意力权重把各词元的值加起来，得到一个注意力头在第 i 个词元上的输出；"
+                         "比喻里是这位侦探对第 i 页的报告。d2l 中文版叫“注意力汇聚”。",
+                         "The values added up by attention weight: one head's output for token i; "
+                         "in the story, that detective's report on page i. d2l calls it "
+                         "attention pooling."),
+    "axis": Term("轴", "axis", "axis",
+                 "数组的一个方向：形状 (4, 8, 8) 的数组有三个轴；NumPy 的 axis=-1 是最后一个轴。",
+                 "One direction of an array: an array of shape (4, 8, 8) has three axes; "
+                 "NumPy's axis=-1 is the last one."),
+    "dimension": Term("维度", "dimension", "d_k",
+                      "向量的分量个数；d_k 是每个头里查询和键的维度。别和“轴”混淆：形状 (8, 16) 的"
+                      "数组有两个轴，每一行是一个 16 维的向量。",
+                      "How many components a vector has; d_k is the size of a query or key in "
+                      "one head. Not the same as an axis: an array of shape (8, 16) has two "
+                      "axes, and each row is a 16-dimensional vector."),
+    "head": Term("注意力头", "head", "head_i",
+                 "多头注意力里的一路注意力，用自己的查询、键、值投影矩阵计算；比喻里的一位侦探。"
+                 "各头一起训练，没有谁给它们分派任务；训练好的头有没有分工，要事后测量才知道。",
+                 "One attention computed with its own query, key and value projections; in the "
+                 "story, one detective. The heads are trained together and nobody assigns them "
+                 "jobs; whether a trained head has a role is found by measuring it."),
+    "number_of_heads": Term("头数", "number of heads", "h",
+                            "多头注意力里注意力头的个数，也就是侦探的人数；本站的例子里 h = 4。",
+                            "How many heads a multi-head attention layer has: the number of "
+                            "detectives; h = 4 in this site's examples."),
     "multi_head_attention": Term("多头注意力", "multi-head attention", "",
-                                 "h 个注意力头并行计算，结果拼接后再做输出投影。",
-                                 "h heads computed side by side, concatenated, then projected."),
+                                 "h 个注意力头并行计算，各头的输出拼接后乘输出投影 W_O。",
+                                 "h heads computed side by side, their outputs concatenated and "
+                                 "multiplied by the output projection W_O."),
     "concatenation": Term("拼接", "concatenation", "Concat",
                           "把各个注意力头的输出按列并排，接成一个 h·d_v 维的向量。",
                           "Placing the heads' outputs side by side into one vector of h·d_v numbers."),
     "output_projection": Term("输出投影", "output projection", "W_O",
-                              "把拼接后的各头结果映射回 d_model 维。",
-                              "Maps the concatenated heads back to d_model dimensions."),
+                              "把拼接后的各头结果改写回 d_model 维；比喻里的队长。",
+                              "Rewrites the concatenated heads back to d_model dimensions; in the "
+                              "story, the captain."),
     "permutation_equivariance": Term(
         "置换等变", "permutation equivariance", "",
         "打乱输入词元的顺序，输出只是跟着同样打乱，数值不变：自注意力本身不知道词序。",
         "Shuffle the input tokens and the outputs are shuffled the same way, values unchanged: "
         "self-attention alone does not know word order."),
-    "mask": Term("掩码", "mask", "M", "规定哪些键对某个查询不可见；被遮住的位置权重为 0。",
-                 "Says which keys a query may not see; hidden positions get weight 0."),
+    "positional_encoding": Term("位置编码", "positional encoding", "",
+                                "加进嵌入的位置信息；没有它（或因果掩码这类结构），自注意力分不出词序。",
+                                "Information about position added to the embeddings; without "
+                                "it (or a structure such as a causal mask), self-attention "
+                                "cannot tell word order."),
+    "mask": Term("掩码", "mask", "M",
+                 "规定哪些键对某个查询不可见；被遮住的位置权重为 0。d2l 中文版把这种遮挡叫“掩蔽”"
+                 "（如“掩蔽 softmax”）。",
+                 "Says which keys a query may not see; hidden positions get weight 0. d2l calls "
+                 "the operation masking (as in masked softmax)."),
     "causal_mask": Term("因果掩码", "causal mask", "", "每个词元只能看见自己和前面的词元。",
                         "Each token may see only itself and the tokens before it."),
-    "padding_mask": Term("填充掩码", "padding mask", "", "遮住为凑齐长度而补上的位置。",
-                         "Hides the positions added only to make sequences the same length."),
-    "variance": Term("方差", "variance", "Var", "数值偏离平均值的程度的平方的平均。",
+    "padding_mask": Term("填充掩码", "padding mask", "",
+                         "遮住为凑齐长度而补上的位置。d2l 中文版用“有效长度”（valid_lens）表达同一件事。",
+                         "Hides the positions added only to make sequences the same length. d2l "
+                         "expresses the same thing with valid lengths (valid_lens)."),
+    "variance": Term("方差", "variance", "Var", "各个数与平均值之差的平方，再取平均。",
                      "The average squared distance of the numbers from their mean."),
     "entropy": Term("熵", "entropy", "H", "衡量一行权重有多分散：越大越平均，越小越集中。",
                     "How spread out a row of weights is: high is even, low is concentrated."),
@@ -118,6 +176,30 @@ TERMS: dict[str, Term] = {
                        "A head whose attention is spread wide: on average, its entropy is at "
                        "least 0.85 of the largest possible, log n."),
 }
+
+
+# The story's cast and props (the mapping the home page's #the-case section spells out), and
+# the text the site grew from.
+TERMS.update({
+    "case_file": Term("卷宗", "case file", "X",
+                      "比喻里的输入序列：本站的卷宗是一句话，每个词元是其中一页。",
+                      "In the story, the input sequence: here one sentence, each token a page."),
+    "detective": Term("侦探", "detective", "head_i",
+                      "比喻里的一个注意力头，有自己的 W_Q、W_K、W_V。红、蓝、绿、黄只是 0～3 号头的名字，"
+                      "不代表分工。",
+                      "In the story, one head, with its own W_Q, W_K and W_V. Red, blue, green "
+                      "and yellow only name heads 0 to 3; they are not specialties."),
+    "captain": Term("队长", "captain", "W_O",
+                    "比喻里的输出投影：把每一页的 h 份报告并排（拼接），改写成一份 d_model 维的笔记。",
+                    "In the story, the output projection: puts each page's h reports side by "
+                    "side (concatenation) and rewrites them into one note of d_model numbers."),
+    "source_document": Term("原文", "source document", "",
+                            "本站据以改写、扩充的那份中文讲稿：侦探团的比喻和一段多头注意力的 Python "
+                            "演示都出自它。",
+                            "The Chinese lecture notes this site was rewritten and expanded "
+                            "from: the detective story and a Python demo of multi-head "
+                            "attention both come from it."),
+})
 
 
 def term(key: str, lang: str) -> str:

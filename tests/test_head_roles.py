@@ -279,7 +279,9 @@ def test_figures_draw_the_studied_heads(model):
 # The page names only heads the study backs
 
 
-PAGE_HEADS = {"en": r"layer (\d), head (\d+)", "zh": r"第 (\d) 层第 (\d+) 个注意力头"}
+#: How the page names a head: in full once ("layer 1, head 3"), then in short ("L1-H3").
+PAGE_HEADS = {"en": r"[Ll]ayer (\d), head (\d+)|\bL(\d)-H(\d+)\b",
+              "zh": r"第 (\d) 层第 (\d+) 个注意力头|\bL(\d)-H(\d+)\b"}
 
 
 @pytest.mark.parametrize("lang", sorted(PAGE_HEADS))
@@ -296,6 +298,6 @@ def test_the_page_names_only_heads_the_numbers_back(model, lang):
     links = pronoun_attention()[0]                          # the example sentence: "it" -> "key"
     backed.add(tuple(int(i) + 1 for i in np.unravel_index(links.argmax(), links.shape)))
     text = (Path(__file__).parents[1] / "docs" / lang / "real-heads.md").read_text("utf-8")
-    named = {(int(l), int(j)) for l, j in re.findall(PAGE_HEADS[lang], text)}
+    named = {(int(m[0] or m[2]), int(m[1] or m[3])) for m in re.findall(PAGE_HEADS[lang], text)}
     assert len(named) >= 6, named
     assert named <= backed, sorted(named - backed)

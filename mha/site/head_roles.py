@@ -53,8 +53,9 @@ from ..models.wordpiece import is_punctuation
 __all__ = ["SENTENCES", "ROLES", "THRESHOLDS", "STABLE_FRACTION", "role_scores", "HeadRole",
            "HeadRoleStudy", "study", "PRONOUNS", "pronoun_attention"]
 
-#: The study set: varied English sentences (the model is English-only), 6 to 30 words, with
-#: commas, quotes, questions, pronouns and subordinate clauses. Fixed, so numbers are repeatable.
+#: The study set: varied English sentences (the model's vocabulary is nearly all English), 6 to
+#: 27 words, with commas, quotes, questions, pronouns and subordinate clauses. Fixed, so numbers
+#: are repeatable.
 SENTENCES: tuple[str, ...] = (
     "The detective found the key because it was hidden under the desk.",
     "Who left the window open last night?",

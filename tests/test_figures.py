@@ -233,6 +233,18 @@ def test_reordering_one_languages_tokens_only_reorders_every_stage():
                                    atol=1e-12)
 
 
+def test_shared_projection_boxes_every_tie():
+    # With W_Q = W_K each token's own key scores highest; the English "the" has one embedding,
+    # so its three rows tie on its three columns, and all three are boxed (8 + 2 * 3 boxes).
+    from matplotlib.patches import Rectangle
+
+    boxes = {lang: [sum(type(p) is Rectangle for p in ax.patches)
+                    for ax in FIGURES["projections-shared"](lang).axes[:2]]
+             for lang in LANGUAGES}
+    assert boxes["zh"][0] == 8 and boxes["en"][0] == 8 + 2 * 3
+    assert min(boxes["zh"][1], boxes["en"][1]) >= 8
+
+
 def test_walkthrough_chains_the_layers():
     from mha.site.experiments import walkthrough
 

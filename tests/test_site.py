@@ -291,6 +291,67 @@ def test_glossary_table_comes_from_the_terms_file(site):
     assert "mha:table" not in zh + en
 
 
+def test_terms_name_each_idea_once_and_keep_the_one_analogy():
+    """The terms file is the glossary: one word per idea in each language, a head is not a
+    detective with a specialty, h is the number of heads, axis and dimension are two terms,
+    the captain is W_O, and readers of d2l find its names."""
+    from mha.site.terms import TERMS
+
+    for lang in LANGS:
+        words = [getattr(entry, lang) for entry in TERMS.values()]
+        assert len(words) == len(set(words)), lang
+    head = TERMS["head"]
+    for note in (head.zh_note, head.en_note, TERMS["detective"].zh_note,
+                 TERMS["detective"].en_note):
+        assert not re.search(r"专攻|专长|specialty\b|one kind of clue", note), note
+    assert "分派" in head.zh_note and "assigns" in head.en_note  # roles are found, not given
+    assert [key for key, entry in TERMS.items() if entry.symbol == "h"] == ["number_of_heads"]
+    assert TERMS["captain"].symbol == TERMS["output_projection"].symbol == "W_O"
+    assert (TERMS["axis"].zh, TERMS["dimension"].zh, TERMS["padding_mask"].zh) == (
+        "轴", "维度", "填充掩码")
+    zh_notes = " ".join(entry.zh_note for entry in TERMS.values())
+    en_notes = " ".join(entry.en_note for entry in TERMS.values())
+    for d2l_zh, d2l_en in [("注意力汇聚", "attention pooling"), ("评分函数", "scoring function"),
+                           ("掩蔽", "masking"), ("有效长度", "valid lengths")]:
+        assert d2l_zh in zh_notes and d2l_en in en_notes, d2l_zh
+
+
+def the_case_section(lang: str) -> str:
+    text = (DOCS / lang / "index.md").read_text(encoding="utf-8")
+    return text.split("{ #the-case }", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_home_page_maps_the_story_onto_the_model_once(lang):
+    """#the-case holds the one mapping every page uses: the story's cast (from the terms file)
+    beside the symbols, the captain as W_O; the colours are names, not a table of jobs."""
+    from mha.site.terms import TERMS
+
+    section = the_case_section(lang)
+    for key in ("case_file", "detective", "captain", "query", "key", "value",
+                "attention_weight"):
+        assert getattr(TERMS[key], lang) in section, key
+    for symbol in ("$x_i$", "$q_i = x_i W_Q$", "$k_j = x_j W_K$", "$v_j = x_j W_V$", "$a_{ij}$",
+                   "$W_O$"):
+        assert symbol in section, symbol
+    assert not re.search(r"只记录|What the notebook records", section)
+    assert "real-heads.md#real-heads" in section  # roles in a trained model are measured there
+
+
+def test_the_case_has_one_embedding_per_word():
+    """The home page's claim about the case, against mha.site.plots.case: 8 tokens in each
+    language, 6 different English words, 5 shared between the languages."""
+    from mha.site.plots.case import CASE_ORDER, CASE_TOKENS, EMBEDDING_ROWS
+
+    assert {lang: len(tokens) for lang, tokens in CASE_TOKENS.items()} == {"zh": 8, "en": 8}
+    assert len(set(CASE_ORDER["en"])) == len(set(CASE_TOKENS["en"])) == 6
+    assert len(set(CASE_ORDER["zh"])) == len(set(CASE_TOKENS["zh"])) == 8
+    assert len(set(CASE_ORDER["zh"]) & set(CASE_ORDER["en"])) == 5
+    assert sum(zh is not None and en is not None for zh, en in EMBEDDING_ROWS) == 5
+    for lang in LANGS:
+        assert "概念" not in the_case_section(lang) and "concepts" not in the_case_section(lang)
+
+
 def test_chinese_search_keeps_terms_whole(site):
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
     text = " ".join(doc["text"] + doc["title"] for doc in index["docs"])

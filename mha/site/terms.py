@@ -194,7 +194,7 @@ TERMS.update({
                     "In the story, the output projection: puts each page's h reports side by "
                     "side (concatenation) and rewrites them into one note of d_model numbers."),
     "source_document": Term("原文", "source document", "",
-                            "本站据以改写、扩充的那份中文讲稿：侦探团的比喻和一段多头注意力的 Python "
+                            "本站改写、扩充时依据的那份中文讲稿：侦探团的比喻和一段多头注意力的 Python "
                             "演示都出自它。",
                             "The Chinese lecture notes this site was rewritten and expanded "
                             "from: the detective story and a Python demo of multi-head "

@@ -198,6 +198,11 @@ def test_golden_bounds_are_tight(model):
 
 
 def test_real_heads_statements_hold(model):
+    # "30,522 WordPieces, nearly all of them lower-cased English": no upper case outside the
+    # special tokens, and more than nine entries in ten are ASCII
+    vocab = model.tokenizer.vocab
+    assert [t for t in vocab if t != t.lower()] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert sum(t.isascii() for t in vocab) > 0.9 * len(vocab)
     r = study()
     role = {name: r.role == k for k, name in enumerate(ROLES)}
     # "fewer than a third of the team has a clear role"

@@ -101,9 +101,10 @@ TERMS: dict[str, Term] = {
     "head": Term("注意力头", "head", "head_i",
                  "多头注意力里的一路注意力，用自己的查询、键、值投影矩阵计算；比喻里的一位侦探。"
                  "各头一起训练，没有谁给它们分派任务；训练好的头有没有分工，要事后测量才知道。",
-                 "One attention computed with its own query, key and value projections; in the "
-                 "story, one detective. The heads are trained together and nobody assigns them "
-                 "jobs; whether a trained head has a role is found by measuring it."),
+                 "One of the attentions a multi-head layer computes side by side, with its own "
+                 "query, key and value projections; in the story, one detective. The heads are "
+                 "trained together and nobody assigns them jobs; whether a trained head has a "
+                 "role is found by measuring it."),
     "number_of_heads": Term("头数", "number of heads", "h",
                             "多头注意力里注意力头的个数，也就是侦探的人数；本站的例子里 h = 4。",
                             "How many heads a multi-head attention layer has: the number of "

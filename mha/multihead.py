@@ -254,7 +254,7 @@ class MultiHeadAttention:
             visible = visible[:, None]  # (b, n, m) -> (b, 1, n, m): the same for every head
         dtype = np.result_type(x, context)
 
-        flat = [W.reshape(d_model, -1) for W in (W_Q, W_K, W_V)]  # (d_model, h*d_k) each
+        flat = [W.reshape(d_model, -1) for W in (W_Q, W_K, W_V)]  # h*d_k, h*d_k, h*d_v columns
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
             if context is x:
                 # Self-attention: one product for all three roles and all heads. The fused

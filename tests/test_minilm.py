@@ -12,7 +12,7 @@ Tolerances, absolute, float32: hidden states (values up to about 10.5) within 5e
 probabilities within 2.5e-5. They hold at every length up to 512 tokens: compared in full with
 ``transformers`` on 237 inputs of 2 to 512 tokens (prose and random token ids, torch on 1
 thread), the largest differences were 2.2e-5 and 9.5e-6, both above 500 tokens; up to 128
-tokens 6.2e-6 and 2.0e-6. On the golden values themselves they are 4.3e-6 and 1.8e-6. Our
+tokens 6.2e-6 and 2.0e-6. On the golden values themselves they are below 5e-6 and 2e-6 (as the real-heads page says). Our
 float32 results and torch's are each about that far from a float64 run (up to 1.3e-5 and
 1.2e-5 on the hidden states at 512 tokens): float32 rounding and, for a part of ours, the
 approximated erf of GELU, not a bug. That comparison is

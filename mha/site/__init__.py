@@ -1,4 +1,4 @@
-"""Code for the site, not for import by readers' programs: the studies and experiments whose
+"""Code for the site, not a stable API for readers' programs: the studies and experiments whose
 results the pages show (`experiments`, `head_roles`), the benchmark (`bench`, its kept run in
 ``data/benchmark.json``), the terms file (`terms`: every term in both languages) and the
 figures (`plots`). It imports the numeric core and `mha.models`; nothing in the core imports it.

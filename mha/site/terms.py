@@ -39,6 +39,14 @@ TERMS: dict[str, Term] = {
                            "查询、键、值都来自同一个序列：每个词元都和序列里所有词元（包括自己）比一遍。",
                            "Queries, keys and values all come from one sequence: every token is "
                            "compared with every token, itself included."),
+    "cross_attention": Term("交叉注意力", "cross-attention", "",
+                            "查询来自一个序列，键和值来自另一个序列，例如翻译时译文向源句发问。",
+                            "Queries come from one sequence, keys and values from another, as "
+                            "when a translation asks the source sentence."),
+    "source_sentence": Term("源句", "source sentence", "",
+                            "翻译里要翻译的那句话；它的词元在交叉注意力里提供键和值。",
+                            "In translation, the sentence being translated; its tokens supply "
+                            "the keys and values of cross-attention."),
     "query": Term("查询", "query", "q_i = x_i W_Q",
                   "第 i 个词元在一个注意力头里的查询：第 i 页在找什么。每一页在每位侦探那里都有"
                   "自己的查询。",

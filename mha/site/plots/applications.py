@@ -11,7 +11,7 @@ from ._style import style
 
 WORDS = {
     "zh": {"bert": "BERT 式编码器：双向，遮住填充", "gpt": "GPT 式解码器：因果掩码",
-           "cross": "翻译里的交叉注意力：\n译文查原文", "target": "译文第 {i} 个词元",
+           "cross": "翻译里的交叉注意力：\n译文查源句", "target": "译文第 {i} 个词元",
            "weight": "注意力权重"},
     "en": {"bert": "BERT-style encoder:\nboth directions, padding hidden",
            "gpt": "GPT-style decoder: causal mask",

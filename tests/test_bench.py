@@ -1,35 +1,118 @@
 """The benchmark runs and its implementations agree (a smoke test: no timing is asserted)."""
 
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 
 from mha import MultiHeadAttention
-from mha.site.bench import SourceDocumentMHA, main, run
+from mha.site.bench import LADDER_STEPS, SourceDocumentMHA, ladder, main, run
+
+NUMPY_2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+KEPT_RUN = Path(__file__).resolve().parents[1] / "mha" / "site" / "data" / "benchmark.json"
 
 
-def test_source_document_class_computes_the_same_attention_in_float64():
+def test_source_document_class_computes_the_same_attention_in_float64_under_numpy_2():
+    """Given float32 weights and input, the class's np.sqrt(d_k), a NumPy float64 scalar, makes
+    the scores float64 under NumPy >= 2 (NEP 50); NumPy 1.x kept float32."""
     layer = MultiHeadAttention(32, 4, seed=0)
     x = np.random.default_rng(0).normal(size=(6, 32)).astype(np.float32)
-    out = SourceDocumentMHA(layer).forward(x)
-    assert out.dtype == np.float64                     # the silent promotion the issue names
+    source = SourceDocumentMHA(layer, np.float32)
+    assert source.W_Q.dtype == source.W_O.dtype == np.float32
+    out = source.forward(x)
+    assert out.dtype == (np.float64 if NUMPY_2 else np.float32)
     np.testing.assert_allclose(out, layer(x), rtol=1e-4, atol=1e-5)
+
+
+def test_each_step_of_the_ladder_computes_the_layer():
+    """Every step gives mha's output; only the steps before the Python-float scale compute in
+    float64 (under NumPy >= 2), and the last step is mha itself."""
+    layer = MultiHeadAttention(32, 4, seed=0)
+    x = np.random.default_rng(1).normal(size=(9, 32)).astype(np.float32)
+    steps = ladder(layer, np.float32)
+    assert tuple(steps) == LADDER_STEPS
+    expected = layer(x)
+    for name, fn in steps.items():
+        out = fn(x)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5, err_msg=name)
+        float64 = NUMPY_2 and name in ("as-written", "einsum-optimize")
+        assert out.dtype == (np.float64 if float64 else np.float32), name
+    assert steps["mha"] == layer.forward
+    x64 = x.astype(np.float64)  # in float64 every step agrees closely
+    for name, fn in ladder(layer, np.float64).items():
+        np.testing.assert_allclose(fn(x64), layer(x64), rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 def test_benchmark_runs_and_every_implementation_agrees(tmp_path):
     lines = []
     results = run(sizes=(16,), d_model=32, h=4, repeats=1, reference_max_n=16, long_n=2048,
-                  log=lines.append)
+                  ladder_n=24, log=lines.append)
     names = {r["impl"] for r in results["results"]}
     assert {"source", "reference", "fast"} <= names
     for row in results["results"]:
         assert row["max_abs_error_vs_fast"] < 1e-3, row
-        assert row["seconds"] > 0
+        assert 0 < row["seconds"] <= row["median_seconds"]  # the fastest call, and the median
     assert any("ratios" in line for line in lines)
+    steps = results["ladder"]["steps"]  # the ladder: every step, in order, timed and checked
+    assert results["ladder"]["n"] == 24 and [s["step"] for s in steps] == list(LADDER_STEPS)
+    for step in steps:
+        assert 0 < step["seconds"] <= step["median_seconds"] and step["peak_bytes"] > 0, step
+        assert step["max_abs_error_vs_fast"] < 1e-4, step
+    assert steps[-1]["max_abs_error_vs_fast"] == 0 and steps[-1]["dtype"] == "float32"
+    assert sum("ladder" in line for line in lines) == len(LADDER_STEPS)
     long = results["long_sequence"]  # the chunked path on one longer sequence: memory only
     assert long["n"] == 2048 and long["dense_scores_bytes"] == 4 * 2048 * 2048 * 4
     assert 0 < long["chunked_peak_extra_bytes"] < long["dense_scores_bytes"]
     path = tmp_path / "results.json"
-    assert main(["--sizes", "16", "--repeats", "1", "--long-n", "0", "--save", str(path)]) == 0
+    assert main(["--sizes", "16", "--repeats", "1", "--long-n", "0", "--ladder-n", "0",
+                 "--save", str(path)]) == 0
     saved = json.loads(path.read_text())
     assert saved["machine"]["cpu_count"] and saved["versions"]["numpy"] == np.__version__
+    assert saved["ladder"] is None
+
+
+def test_the_kept_run_is_what_the_speed_page_says_it_is():
+    """docs/*/speed.md describes the kept run in words, so the run must bear them out: every
+    implementation at every length, d_model 512, h 8, float32, one sequence on the machine it
+    names; a ladder of every step ending at mha, in float64 only before the Python-float scale
+    (the run used NumPy >= 2); "most of the gap closes in the first two rows", counted as
+    factors (log time), and each later row buys little by itself; and the chunked path, doing
+    the same arithmetic, in the fast path's range of time from n = 1024 on."""
+    run = json.loads(KEPT_RUN.read_text(encoding="utf-8"))
+    assert (run["d_model"], run["h"], run["dtype"]) == (512, 8, "float32")
+    assert run["machine"]["cpu_count"] == 2                     # "a CPU with two cores"
+    assert np.lib.NumpyVersion(run["versions"]["numpy"]) >= "2.0.0"
+    sizes = sorted({r["n"] for r in run["results"]})
+    for n in sizes:
+        assert {r["impl"] for r in run["results"] if r["n"] == n} >= {"source", "fast", "chunked"}
+    steps = run["ladder"]["steps"]
+    assert [s["step"] for s in steps] == list(LADDER_STEPS)
+    assert [s["dtype"] for s in steps] == ["float64"] * 2 + ["float32"] * 6
+    assert all(s["max_abs_error_vs_fast"] < 1e-4 for s in steps)
+    t = [s["seconds"] for s in steps]
+    assert math.log(t[0] / t[2]) > math.log(t[2] / t[-1]) > 0
+    assert all(t[i - 1] / t[i] < 1.5 for i in range(3, len(t)))  # "from row 3 on ... little"
+    for line in run["ratios"]:
+        if line["n"] >= 1024:
+            assert 0.6 < line["chunked_over_fast"] < 1.4, line
+
+
+def test_the_ladder_table_has_a_row_per_step_in_both_languages():
+    """The speed page's second table: every step of the kept run's ladder, in order, with its
+    type and time, and the first-to-last speed-up in the note under it."""
+    from mha.site.plots.tables import LADDER_CHANGES, benchmark_table, ladder_table
+
+    run = json.loads(KEPT_RUN.read_text(encoding="utf-8"))
+    steps = run["ladder"]["steps"]
+    for lang in ("zh", "en"):
+        assert set(LADDER_CHANGES[lang]) == set(LADDER_STEPS)
+        table = ladder_table(run["ladder"], lang)
+        assert table in benchmark_table(run, lang)
+        lines = table.split("\n")
+        assert all(line.count("|") == 4 for line in lines[:2 + len(steps)])
+        for i, (line, step) in enumerate(zip(lines[2:], steps)):
+            cells = [c.strip() for c in line.split("|")]
+            assert cells[0] == f"{i}. {LADDER_CHANGES[lang][step['step']]}"
+            assert cells[1:3] == [step["dtype"], f"{step['seconds'] * 1e3:.0f}"]
+        assert f"{steps[0]['seconds'] / steps[-1]['seconds']:.1f}" in lines[-1]

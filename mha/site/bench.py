@@ -1,25 +1,36 @@
 """Benchmark of one self-attention layer: time and memory against the sequence length.
 
     python -m mha.site.bench                  # n = 256, 1024, 4096 (a few minutes)
-    python -m mha.site.bench --quick          # n = 256, 1024, fewer repeats (under a minute)
+    python -m mha.site.bench --quick          # n = 256, 1024, fewer repeats (about a minute)
+    python -m mha.site.bench --save mha/site/data/benchmark.json   # the run the site shows
 
 The full run also measures the chunked path's peak extra memory on one sequence of n = 16384.
-    python -m mha.site.bench --save benchmarks/results.json
+With PyTorch installed it adds PyTorch's column; a CPU-only reference environment is made as in
+``tests/golden/make_golden.py`` (``python3 -m venv /tmp/refenv`` and ``pip install torch numpy``
+there), then ``/tmp/refenv/bin/python -m mha.site.bench`` from the repository's root.
 
 Measured in one process on the same float32 inputs (d_model = 512, h = 8 by default):
 
 - ``source``: the source document's ``MultiHeadAttention`` class as written (einsum with the
-  scores laid out (query, head, key); it silently computes in float64);
+  scores laid out (query, head, key)), given the layer's weights in float32: see
+  `SourceDocumentMHA` for why it still computes in float64 under NumPy >= 2;
 - ``reference``: ``mha.reference`` (plain Python loops; only at the smallest n);
 - ``fast``: ``mha.MultiHeadAttention``;
 - ``chunked``: the same projections with ``mha.chunked_attention`` (never stores n x n);
 - ``torch``: PyTorch's ``scaled_dot_product_attention`` with the same projections, when torch is
-  installed.
+  installed: one unbatched sequence, on the threads PyTorch chooses.
 
-Times are medians over repeats after a warm-up, each repeat on fresh inputs. The repeats of the
-implementations are interleaved (one call of each in turn, repeated), so that a slow spell of
-the machine (another process, memory being reclaimed after a large call) falls on all of them
-alike instead of on whichever ran at that moment: the ratios are what the benchmark is for.
+Then the ladder (`ladder`, `measure_ladder`), at n = 1024 by default: the source class, then the
+same class with one more change at each step, up to ``mha``'s fast path, so that the run says
+which change buys how much.
+
+Each time is the fastest of the repeats after a warm-up, each repeat on fresh inputs (the
+median is saved too). As Python's ``timeit`` documentation says, the slower calls mostly measure
+other processes, not the code: on a shared machine the fastest call is the steadiest number.
+The repeats of the implementations are interleaved (one call of each in turn, repeated), so that
+a slow spell of the machine (another process, memory being reclaimed after a large call) falls
+on all of them alike instead of on whichever ran at that moment: the ratios are what the
+benchmark is for.
 Above n = 1024 the two slow implementations are timed once, before the others. Peak memory is the
 peak that ``tracemalloc`` sees during one call (NumPy reports its arrays there) minus nothing:
 inputs are allocated before tracing starts. PyTorch's allocations are invisible to tracemalloc.
@@ -31,7 +42,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
+import math
 import os
 import platform
 import statistics
@@ -43,20 +56,26 @@ import numpy as np
 
 from ..multihead import MultiHeadAttention, merge_heads, split_heads
 
-__all__ = ["SourceDocumentMHA", "run", "main"]
+__all__ = ["LADDER_STEPS", "SourceDocumentMHA", "ladder", "run", "main"]
 
 
 class SourceDocumentMHA:
     """The source document's class, reproduced as written, as the benchmark's baseline.
 
     Do not use it: its (query, head, key) score layout mishandles an (n, n) mask (see the Python
-    walkthrough page), and ``np.sqrt(self.d_k)`` turns float32 work into float64. The weights are
-    taken from an ``mha.MultiHeadAttention`` so that every implementation computes the same thing.
+    walkthrough page). The weights are those of an ``mha.MultiHeadAttention``, cast to ``dtype``
+    (the input's, as ``mha`` does on every call), so that every implementation computes the same
+    thing from the same numbers. Even so, under NumPy >= 2 the class computes in float64 from
+    float32 input and weights: ``np.sqrt(self.d_k)`` is a NumPy float64 scalar, and since NEP 50
+    a NumPy scalar keeps its type in arithmetic with an array (NumPy 1.x looked at its value and
+    kept float32). The source document draws its own weights with ``np.random.randn``, in
+    float64, so with them it computes in float64 under any NumPy.
     """
 
-    def __init__(self, layer: MultiHeadAttention):
+    def __init__(self, layer: MultiHeadAttention, dtype=np.float32):
         self.d_k = layer.d_k
-        self.W_Q, self.W_K, self.W_V, self.W_O = layer.W_Q, layer.W_K, layer.W_V, layer.W_O
+        self.W_Q, self.W_K, self.W_V, self.W_O = (
+            w.astype(dtype) for w in (layer.W_Q, layer.W_K, layer.W_V, layer.W_O))
 
     def forward(self, X, mask=None):
         n, d = X.shape
@@ -73,11 +92,107 @@ class SourceDocumentMHA:
         return ctx.reshape(n, -1) @ self.W_O
 
 
+# ---- the ladder: the source class, one change at a time, up to mha's fast path -----------------
+#
+# Each step is the step before it with one more change (no mask: the benchmark uses none). The
+# weights are the source class's (float32 when the input is). Only the last step is mha itself.
+
+def _softmax(scores):
+    scores = scores - np.max(scores, axis=-1, keepdims=True)
+    attn = np.exp(scores)
+    return attn / np.sum(attn, axis=-1, keepdims=True)
+
+
+def _optimized_einsum(w, X):
+    """Step 1: ``optimize=True`` on every einsum, so that NumPy may hand them to BLAS."""
+    n = X.shape[0]
+    Q = np.einsum('nd, dhk -> nhk', X, w.W_Q, optimize=True)
+    K = np.einsum('nd, dhk -> nhk', X, w.W_K, optimize=True)
+    V = np.einsum('nd, dhv -> nhv', X, w.W_V, optimize=True)
+    scores = np.einsum('nhk, mhk -> nhm', Q, K, optimize=True) / np.sqrt(w.d_k)
+    attn = _softmax(scores)
+    ctx = np.einsum('nhm, mhv -> nhv', attn, V, optimize=True)
+    return ctx.reshape(n, -1) @ w.W_O
+
+
+def _python_float_scale(w, X):
+    """Step 2: divide by a Python float, which takes the array's type (no float64 scores)."""
+    n = X.shape[0]
+    Q = np.einsum('nd, dhk -> nhk', X, w.W_Q, optimize=True)
+    K = np.einsum('nd, dhk -> nhk', X, w.W_K, optimize=True)
+    V = np.einsum('nd, dhv -> nhv', X, w.W_V, optimize=True)
+    scores = np.einsum('nhk, mhk -> nhm', Q, K, optimize=True) / math.sqrt(w.d_k)
+    attn = _softmax(scores)
+    ctx = np.einsum('nhm, mhv -> nhv', attn, V, optimize=True)
+    return ctx.reshape(n, -1) @ w.W_O
+
+
+def _heads_first_matmul(w, X):
+    """Step 3: heads first, ``(h, n, d_k)``, and matrix products (``@``) instead of einsum."""
+    d, h = X.shape[1], w.W_Q.shape[1]
+    Q = split_heads(X @ w.W_Q.reshape(d, -1), h)               # (h, n, d_k)
+    K = split_heads(X @ w.W_K.reshape(d, -1), h)               # (h, n, d_k)
+    V = split_heads(X @ w.W_V.reshape(d, -1), h)               # (h, n, d_v)
+    scores = Q @ K.swapaxes(-1, -2) / math.sqrt(w.d_k)         # (h, n, n)
+    attn = _softmax(scores)
+    return merge_heads(attn @ V) @ w.W_O                       # (n, h*d_v) @ (h*d_v, d_model)
+
+
+def _scaled_queries(w, X):
+    """Step 4: the scale multiplies the n x d_k queries, not the n x n scores."""
+    d, h = X.shape[1], w.W_Q.shape[1]
+    Q = split_heads(X @ w.W_Q.reshape(d, -1), h) * (1 / math.sqrt(w.d_k))
+    K = split_heads(X @ w.W_K.reshape(d, -1), h)
+    V = split_heads(X @ w.W_V.reshape(d, -1), h)
+    attn = _softmax(Q @ K.swapaxes(-1, -2))                    # (h, n, n)
+    return merge_heads(attn @ V) @ w.W_O
+
+
+def _fused_projection(w, X):
+    """Step 5: one matrix product for the queries, keys and values of every head."""
+    d, h = X.shape[1], w.W_Q.shape[1]
+    fused = np.concatenate([a.reshape(d, -1) for a in (w.W_Q, w.W_K, w.W_V)], axis=1)
+    Q, K, V = (split_heads(a, h) for a in np.split(X @ fused, 3, axis=1))  # (h, n, d_k) each
+    attn = _softmax((Q * (1 / math.sqrt(w.d_k))) @ K.swapaxes(-1, -2))
+    return merge_heads(attn @ V) @ w.W_O
+
+
+def _softmax_in_place(w, X):
+    """Step 6: the softmax overwrites the scores instead of making three more (h, n, n) arrays."""
+    d, h = X.shape[1], w.W_Q.shape[1]
+    fused = np.concatenate([a.reshape(d, -1) for a in (w.W_Q, w.W_K, w.W_V)], axis=1)
+    Q, K, V = (split_heads(a, h) for a in np.split(X @ fused, 3, axis=1))
+    attn = (Q * (1 / math.sqrt(w.d_k))) @ K.swapaxes(-1, -2)  # (h, n, n)
+    np.subtract(attn, attn.max(axis=-1, keepdims=True), out=attn)
+    np.exp(attn, out=attn)
+    np.divide(attn, attn.sum(axis=-1, keepdims=True), out=attn)
+    return merge_heads(attn @ V) @ w.W_O
+
+
+#: The ladder's steps in order: name -> function of (the source class's weights, x). The last
+#: step, ``mha``, is ``mha.MultiHeadAttention.forward``: it adds the softmax on several threads
+#: in cache-sized pieces (``mha._parallel``) and checks its input and output.
+LADDER_STEPS = ("as-written", "einsum-optimize", "python-float-scale", "heads-first-matmul",
+                "scaled-queries", "fused-projection", "softmax-in-place", "mha")
+
+
+def ladder(layer: MultiHeadAttention, dtype=np.float32) -> dict:
+    """The steps of `LADDER_STEPS`: name -> function of x returning the layer's output."""
+    w = SourceDocumentMHA(layer, dtype)
+    steps = {"as-written": w.forward}
+    for name, fn in zip(LADDER_STEPS[1:-1], (_optimized_einsum, _python_float_scale,
+                                             _heads_first_matmul, _scaled_queries,
+                                             _fused_projection, _softmax_in_place)):
+        steps[name] = functools.partial(fn, w)
+    steps["mha"] = layer.forward
+    return steps
+
+
 def _implementations(layer: MultiHeadAttention, dtype):
     """name -> function of x (n, d_model) returning the layer's output."""
     from ..reference import multi_head_attention_reference
 
-    source = SourceDocumentMHA(layer)
+    source = SourceDocumentMHA(layer, dtype)
     impls = {
         "source": source.forward,
         "reference": lambda x: multi_head_attention_reference(
@@ -128,7 +243,7 @@ def _gemm_gflops(dtype, size: int = 2048, repeats: int = 5) -> float:
 
 
 def _time(fns: dict, make_input, repeats: int) -> dict:
-    """Median seconds of each function of ``fns`` over ``repeats`` interleaved calls.
+    """The seconds of each call of each function of ``fns``: ``repeats`` interleaved calls.
 
     Each function is called once first (warm-up); then, ``repeats`` times, each function in turn
     on fresh inputs.
@@ -142,7 +257,7 @@ def _time(fns: dict, make_input, repeats: int) -> dict:
             start = time.perf_counter()
             fn(x)
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
 
 
 def _peak_bytes(fn, x) -> int:
@@ -183,10 +298,47 @@ def long_sequence_memory(n: int = 16384, h: int = 8, d_k: int = 64, dtype=np.flo
             "seconds_under_tracemalloc": time.perf_counter() - start}
 
 
+def measure_ladder(layer: MultiHeadAttention, n: int = 1024, dtype=np.float32,
+                   repeats: int = 7, log=print) -> dict:
+    """Time every step of `ladder` at length ``n``, interleaved, in this process.
+
+    Returns the steps in order, each with its fastest and median seconds, its peak memory
+    (tracemalloc), the dtype it computes its output in and its largest difference from ``mha``.
+    """
+    dtype = np.dtype(dtype)
+    steps = ladder(layer, dtype)
+    rng = np.random.default_rng(3)
+
+    def make_input():
+        return rng.normal(size=(n, layer.d_model)).astype(dtype)
+
+    times = _time(steps, make_input, repeats)
+    check = make_input()
+    expected = layer.forward(check)
+    rows = []
+    for name, fn in steps.items():
+        out = fn(check)
+        rows.append({"step": name, "seconds": min(times[name]),
+                     "median_seconds": statistics.median(times[name]),
+                     "peak_bytes": _peak_bytes(fn, make_input()), "dtype": out.dtype.name,
+                     "max_abs_error_vs_fast": float(np.abs(out - expected).max())})
+    before = None
+    for row in rows:
+        gain = "" if before is None else f"  x{before / row['seconds']:.2f} over the step before"
+        log(f"ladder n={n} {row['step']:20s} {row['seconds'] * 1e3:9.1f} ms  "
+            f"{row['dtype']:8s} peak {row['peak_bytes'] / 2**20:7.1f} MiB{gain}")
+        before = row["seconds"]
+    return {"n": n, "repeats": repeats, "steps": rows}
+
+
 def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 5,
         dtype=np.float32, skip=(), reference_max_n: int = 64, source_max_n: int = 4096,
-        long_n: int | None = 16384, log=print) -> dict:
-    """Run the benchmark and return its results as a JSON-ready dict."""
+        long_n: int | None = 16384, ladder_n: int | None = 1024, log=print) -> dict:
+    """Run the benchmark and return its results as a JSON-ready dict.
+
+    With ``ladder_n``, the steps of `ladder` are also timed at that length (see
+    `measure_ladder`), after the implementations.
+    """
     dtype = np.dtype(dtype)
     layer = MultiHeadAttention(d_model, h, seed=0)
     impls = {k: v for k, v in _implementations(layer, dtype).items() if k not in skip}
@@ -205,17 +357,20 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
         limit = {"reference": reference_max_n, "source": source_max_n}
         measured = {name: fn for name, fn in impls.items() if n <= limit.get(name, n)}
         once = {name for name in measured if name in limit and n > SLOW_REPEATED_UP_TO}
-        seconds = {}
+        times = {}
         for name in once:
-            seconds |= _time({name: measured[name]}, make_input, 1)
+            times |= _time({name: measured[name]}, make_input, 1)
         interleaved = {name: fn for name, fn in measured.items() if name not in once}
-        seconds |= _time(interleaved, make_input, repeats)
+        times |= _time(interleaved, make_input, repeats)
+        seconds = {name: min(t) for name, t in times.items()}
         for name in (name for name in impls if name in seconds):
             fn = impls[name]
             out = np.asarray(fn(check))
             error = float(np.abs(out - expected).max())
             peak = None if name == "torch" else _peak_bytes(fn, make_input())
-            row = {"n": n, "impl": name, "seconds": seconds[name], "peak_bytes": peak,
+            row = {"n": n, "impl": name, "seconds": seconds[name],
+                   "median_seconds": statistics.median(times[name]), "calls": len(times[name]),
+                   "peak_bytes": peak,
                    "max_abs_error_vs_fast": error, "gflops": flops / seconds[name] / 1e9,
                    "fraction_of_gemm_peak": flops / seconds[name] / 1e9 / gemm}
             results.append(row)
@@ -236,6 +391,9 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
         ratios.append(line)
         log("ratios " + ", ".join(f"{k} {v:.2f}" for k, v in line.items() if k != "n")
             + f"  (n={n})")
+    ladder_run = None
+    if ladder_n:
+        ladder_run = measure_ladder(layer, ladder_n, dtype, repeats, log=log)
     long = None
     if long_n:
         long = long_sequence_memory(long_n, h, d_model // h, dtype)
@@ -253,7 +411,8 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
         "machine": {"platform": platform.platform(), "processor": platform.machine(),
                     "cpu_count": os.cpu_count()},
         "versions": versions, "d_model": d_model, "h": h, "dtype": dtype.name,
-        "gemm_gflops": gemm, "results": results, "ratios": ratios, "long_sequence": long,
+        "gemm_gflops": gemm, "results": results, "ratios": ratios, "ladder": ladder_run,
+        "long_sequence": long,
     }
 
 
@@ -266,6 +425,8 @@ def main(argv=None) -> int:
     parser.add_argument("--long-n", type=int, default=16384,
                         help="n of the chunked path's long-sequence memory run (0: skip; "
                              "skipped by --quick)")
+    parser.add_argument("--ladder-n", type=int, default=1024,
+                        help="n at which the ladder of changes is timed (0: skip)")
     parser.add_argument("--save", help="write the results as JSON to this path")
     args = parser.parse_args(argv)
     # NumPy's BLAS threads and PyTorch's OpenMP threads share the cores; threads that spin
@@ -275,7 +436,7 @@ def main(argv=None) -> int:
     sizes = args.sizes or ((256, 1024) if args.quick else (256, 1024, 4096))
     repeats = args.repeats or (3 if args.quick else 7)
     results = run(sizes=sizes, repeats=repeats, source_max_n=1024 if args.quick else 4096,
-                  long_n=None if args.quick else args.long_n)
+                  long_n=None if args.quick else args.long_n, ladder_n=args.ladder_n or None)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

@@ -16,11 +16,11 @@ IMPLS = {
     "torch": ({"zh": "PyTorch SDPA", "en": "PyTorch SDPA"}, "#555555", "^"),
 }
 WORDS = {
-    "zh": {"time": "一次前向计算的时间（中位数）", "memory": "调用期间的额外内存峰值（tracemalloc）",
+    "zh": {"time": "一次前向计算的时间（最快一次）", "memory": "调用期间的额外内存峰值（tracemalloc）",
            "n": "序列长度 n", "seconds": "秒", "bytes": "MiB",
            "blocks": "分块计算在因果掩码下访问的块", "qb": "查询块", "kb": "键块",
            "note": "{date} · {cpus} 核 · d_model = {d}, h = {h}, {dtype}"},
-    "en": {"time": "time of one forward pass (median)",
+    "en": {"time": "time of one forward pass (fastest call)",
            "memory": "peak extra memory during the call (tracemalloc)",
            "n": "sequence length n", "seconds": "seconds", "bytes": "MiB",
            "blocks": "Blocks the chunked path visits under a causal mask",

@@ -1,4 +1,4 @@
-"""Markdown tables for the site's pages: the glossary and the kept benchmark run.
+"""Markdown tables for the site's pages: the glossary and the kept benchmark run (with its ladder).
 
 Like the plot functions, each takes its data and a language and returns what the page shows
 (here a Markdown table); ``mha.site.plots.TABLES`` lists every table a page may ask for.
@@ -26,8 +26,8 @@ def glossary_table(terms: dict[str, Term], lang: str) -> str:
 
 
 BENCH_HEADERS = {
-    "zh": ("n", "实现", "时间（毫秒，中位数）", "内存峰值（MiB）", "GFLOP/s", "占 GEMM 峰值"),
-    "en": ("n", "implementation", "time (ms, median)", "peak memory (MiB)", "GFLOP/s",
+    "zh": ("n", "实现", "时间（毫秒，最快一次）", "内存峰值（MiB）", "GFLOP/s", "占 GEMM 峰值"),
+    "en": ("n", "implementation", "time (ms, fastest call)", "peak memory (MiB)", "GFLOP/s",
            "of GEMM peak"),
 }
 BENCH_LONG = {
@@ -44,9 +44,69 @@ BENCH_RATIOS = {
 }
 
 
+#: The ladder's steps (``mha.site.bench.LADDER_STEPS``), each named by the change it makes.
+LADDER_CHANGES = {
+    "zh": {
+        "as-written": "原文的类，照原样",
+        "einsum-optimize": "`einsum` 加上 `optimize=True`",
+        "python-float-scale": "除以 Python 浮点数 `math.sqrt(d_k)`",
+        "heads-first-matmul": "注意力头放在最前，用 `@` 代替 `einsum`",
+        "scaled-queries": "缩放因子乘在查询上，不乘在分数上",
+        "fused-projection": "一次矩阵乘法算出 Q、K、V",
+        "softmax-in-place": "原地 softmax",
+        "mha": "`mha`：多线程 softmax，外加输入检查",
+    },
+    "en": {
+        "as-written": "the source class, as written",
+        "einsum-optimize": "`einsum` with `optimize=True`",
+        "python-float-scale": "divide by `math.sqrt(d_k)`, a Python float",
+        "heads-first-matmul": "heads first, `@` instead of `einsum`",
+        "scaled-queries": "scale the queries, not the scores",
+        "fused-projection": "one product for Q, K and V",
+        "softmax-in-place": "softmax in place",
+        "mha": "`mha`: softmax on threads, input checks",
+    },
+}
+LADDER_HEADERS = {
+    "zh": ("改动（在上一行基础上）", "计算类型", "时间（毫秒）", "提速", "内存峰值（MiB）"),
+    "en": ("change (on top of the row above)", "computes in", "time (ms)", "speed-up",
+           "peak memory (MiB)"),
+}
+LADDER_NOTE = {
+    "zh": "n = {n}，每一行都是上一行再改一处。“提速”是上一行的时间除以本行的时间。各行在同一"
+          "进程里轮流计时，每行取 {repeats} 次里最快的一次。从第一行到最后一行，一共快了 "
+          "{total:.1f} 倍。",
+    "en": "n = {n}; each row is the row above with one more change. Speed-up is the time of the "
+          "row above divided by this row's time. The rows were timed in turn in one process, "
+          "the fastest of {repeats} calls each. From the first row to the last: {total:.1f} "
+          "times as fast.",
+}
+
+
+def ladder_table(ladder: dict, lang: str) -> str:
+    """The ladder of a saved benchmark run (``run["ladder"]``) as a Markdown table and a note.
+
+    The table has no outer pipes (valid Markdown, the same table): `benchmark_table` puts it
+    after its own table, and tests/test_site.py's marker check reads every line that starts
+    with a pipe as a row of the first table.
+    """
+    rows = [" | ".join(LADDER_HEADERS[lang]), "---|---|---:|---:|---:"]
+    before = None
+    for i, step in enumerate(ladder["steps"]):
+        gain = "" if before is None else f"× {before / step['seconds']:.2f}"
+        rows.append(f"{i}. {LADDER_CHANGES[lang][step['step']]} | {step['dtype']} | "
+                    f"{step['seconds'] * 1e3:.0f} | {gain} | {step['peak_bytes'] / 2**20:.0f}")
+        before = step["seconds"]
+    steps = ladder["steps"]
+    note = LADDER_NOTE[lang].format(n=ladder["n"], repeats=ladder["repeats"],
+                                    total=steps[0]["seconds"] / steps[-1]["seconds"])
+    return "\n".join(rows) + "\n\n" + note
+
+
 def benchmark_table(run: dict, lang: str) -> str:
     """A saved benchmark run (``python -m mha.site.bench --save``) as a Markdown table,
-    followed by its ratios, its long-sequence memory and the machine it ran on."""
+    followed by its ratios, its long-sequence memory, its ladder (`ladder_table`) if it has
+    one, and the machine it ran on."""
     rows = ["| " + " | ".join(BENCH_HEADERS[lang]) + " |", "|---:|---|---:|---:|---:|---:|"]
     for r in run["results"]:
         peak = "–" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f}"
@@ -63,6 +123,8 @@ def benchmark_table(run: dict, lang: str) -> str:
             n=long["n"], h=long["h"], d_k=long["d_k"],
             extra=long["chunked_peak_extra_bytes"] / 2**20,
             dense=long["dense_scores_bytes"] / 2**30))
+    if run.get("ladder"):
+        ratios.append("\n" + ladder_table(run["ladder"], lang))
     v = run["versions"]
     machine = (f"{run['date'][:10]} · {run['machine']['platform']} · "
                f"{run['machine']['cpu_count']} CPU · Python {v['python']} · NumPy {v['numpy']}"

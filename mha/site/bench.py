@@ -1,7 +1,7 @@
 """Benchmark of one self-attention layer: time and memory against the sequence length.
 
     python -m mha.site.bench                  # n = 256, 1024, 4096 (a few minutes)
-    python -m mha.site.bench --quick          # n = 256, 1024, fewer repeats (about a minute)
+    python -m mha.site.bench --quick          # n = 256, 1024, fewer repeats (under a minute)
     python -m mha.site.bench --save mha/site/data/benchmark.json   # the run the site shows
 
 The full run also measures the chunked path's peak extra memory on one sequence of n = 16384.

@@ -411,24 +411,24 @@ def test_a_table_dropped_from_the_registry_no_longer_answers_a_marker(tmp_path):
     assert not stale.exists()
 
 
-def page_markers() -> dict[tuple[str, str], str]:
-    """Every table marker of the pages: (lang, page) -> the table it stands for."""
+def page_markers() -> dict[tuple[str, str, str], str]:
+    """Every table marker of the pages: (lang, page, table) -> the table it stands for."""
     markers = import_hook("markers")
     found = {}
     for lang in LANGS:
         for page in pages(lang):
             for name, argument in markers.MARKER.findall((DOCS / lang / page).read_text("utf-8")):
                 assert name == "table", f"{lang}/{page}: <!-- mha:{name} -->"
-                found[(lang, page)] = argument
+                found[(lang, page, argument)] = argument
     return found
 
 
 def test_pages_ask_for_the_same_tables_in_both_languages():
     found = page_markers()
-    assert {table for (lang, _), table in found.items() if lang == "zh"} == {
-        "glossary", "benchmark", "head-roles"}
-    assert {(page, t) for (lang, page), t in found.items() if lang == "zh"} == {
-        (page, t) for (lang, page), t in found.items() if lang == "en"}
+    assert {table for (lang, _, _), table in found.items() if lang == "zh"} == {
+        "glossary", "benchmark", "benchmark-ladder", "head-roles"}
+    assert {(page, t) for (lang, page, _), t in found.items() if lang == "zh"} == {
+        (page, t) for (lang, page, _), t in found.items() if lang == "en"}
 
 
 def test_each_marker_shows_the_table_mha_computed(site):
@@ -436,7 +436,7 @@ def test_each_marker_shows_the_table_mha_computed(site):
     language: its header, its number of rows, its first row's first cell."""
     from mha.site.plots import TABLES
 
-    for (lang, page), name in page_markers().items():
+    for (lang, page, _), name in page_markers().items():
         html = built_page(site, lang, page).read_text(encoding="utf-8")
         assert "mha:" not in html, (lang, page)
         table = TABLES[name](lang)

@@ -127,6 +127,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     # Tables are cached by the same hook, on the same kind of key.
     "head-roles": ("site/plots/realheads.py", *_MODEL),
     "benchmark": ("site/plots/tables.py", "site/data/benchmark.json"),
+    "benchmark-ladder": ("site/plots/tables.py", "site/data/benchmark.json"),
     "glossary": ("site/plots/tables.py",),
 }
 
@@ -135,5 +136,6 @@ DEPENDS: dict[str, tuple[str, ...]] = {
 TABLES: dict[str, Callable[[str], str]] = {
     "head-roles": _head_role_table,
     "benchmark": lambda lang: tables.benchmark_table(_benchmark_run(), lang),
+    "benchmark-ladder": lambda lang: tables.ladder_table(_benchmark_run(), lang),
     "glossary": lambda lang: tables.glossary_table(TERMS, lang),
 }

@@ -75,38 +75,36 @@ LADDER_HEADERS = {
 LADDER_NOTE = {
     "zh": "n = {n}，每一行都是上一行再改一处。“提速”是上一行的时间除以本行的时间。各行在同一"
           "进程里轮流计时，每行取 {repeats} 次里最快的一次。从第一行到最后一行，一共快了 "
-          "{total:.1f} 倍。",
+          "{total:.1f} 倍。运行时的 NumPy 版本是 {numpy}。",
     "en": "n = {n}; each row is the row above with one more change. Speed-up is the time of the "
           "row above divided by this row's time. The rows were timed in turn in one process, "
           "the fastest of {repeats} calls each. From the first row to the last: {total:.1f} "
-          "times as fast.",
+          "times as fast. NumPy {numpy}.",
 }
 
 
-def ladder_table(ladder: dict, lang: str) -> str:
-    """The ladder of a saved benchmark run (``run["ladder"]``) as a Markdown table and a note.
-
-    The table has no outer pipes (valid Markdown, the same table): `benchmark_table` puts it
-    after its own table, and tests/test_site.py's marker check reads every line that starts
-    with a pipe as a row of the first table.
-    """
-    rows = [" | ".join(LADDER_HEADERS[lang]), "---|---|---:|---:|---:"]
+def ladder_table(run: dict, lang: str) -> str:
+    """The ladder of a saved benchmark run (``run["ladder"]``) as a Markdown table, then a note
+    with the length, the repeats, the first-to-last speed-up and the NumPy it ran on."""
+    ladder = run["ladder"]
+    rows = ["| " + " | ".join(LADDER_HEADERS[lang]) + " |", "|---|---|---:|---:|---:|"]
     before = None
     for i, step in enumerate(ladder["steps"]):
         gain = "" if before is None else f"× {before / step['seconds']:.2f}"
-        rows.append(f"{i}. {LADDER_CHANGES[lang][step['step']]} | {step['dtype']} | "
-                    f"{step['seconds'] * 1e3:.0f} | {gain} | {step['peak_bytes'] / 2**20:.0f}")
+        rows.append(f"| {i}. {LADDER_CHANGES[lang][step['step']]} | {step['dtype']} | "
+                    f"{step['seconds'] * 1e3:.0f} | {gain} | {step['peak_bytes'] / 2**20:.0f} |")
         before = step["seconds"]
     steps = ladder["steps"]
     note = LADDER_NOTE[lang].format(n=ladder["n"], repeats=ladder["repeats"],
-                                    total=steps[0]["seconds"] / steps[-1]["seconds"])
+                                    total=steps[0]["seconds"] / steps[-1]["seconds"],
+                                    numpy=run["versions"]["numpy"])
     return "\n".join(rows) + "\n\n" + note
 
 
 def benchmark_table(run: dict, lang: str) -> str:
     """A saved benchmark run (``python -m mha.site.bench --save``) as a Markdown table,
-    followed by its ratios, its long-sequence memory, its ladder (`ladder_table`) if it has
-    one, and the machine it ran on."""
+    followed by its ratios, its long-sequence memory and the machine it ran on. Its ladder is
+    a table of its own (`ladder_table`)."""
     rows = ["| " + " | ".join(BENCH_HEADERS[lang]) + " |", "|---:|---|---:|---:|---:|---:|"]
     for r in run["results"]:
         peak = "–" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f}"
@@ -115,16 +113,15 @@ def benchmark_table(run: dict, lang: str) -> str:
     ratios = []
     for line in run["ratios"]:
         parts = [f"{BENCH_RATIOS[lang][k]} = {v:.2f}" for k, v in line.items() if k != "n"]
+        colon, comma = ("：", "，") if lang == "zh" else (": ", ", ")
         if parts:
-            ratios.append(f"- n = {line['n']}: " + ", ".join(parts))
+            ratios.append(f"- n = {line['n']}{colon}" + comma.join(parts))
     long = run.get("long_sequence")
     if long:
         ratios.append("\n" + BENCH_LONG[lang].format(
             n=long["n"], h=long["h"], d_k=long["d_k"],
             extra=long["chunked_peak_extra_bytes"] / 2**20,
             dense=long["dense_scores_bytes"] / 2**30))
-    if run.get("ladder"):
-        ratios.append("\n" + ladder_table(run["ladder"], lang))
     v = run["versions"]
     machine = (f"{run['date'][:10]} · {run['machine']['platform']} · "
                f"{run['machine']['cpu_count']} CPU · Python {v['python']} · NumPy {v['numpy']}"

@@ -70,7 +70,7 @@ def check_scale(scale, d_k: int, dtype: np.dtype):
                         f"{type(scale).__name__}")
     try:
         with np.errstate(over="ignore"):
-            value = dtype.type(scale)  # a float64 scalar would silently promote float32
+            value = dtype.type(scale)  # a float64 scalar promotes float32 (NumPy >= 2, NEP 50)
     except OverflowError:  # a Python int beyond any float
         value = dtype.type(np.inf)
     if not np.isfinite(value):

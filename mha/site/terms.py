@@ -64,7 +64,7 @@ TERMS: dict[str, Term] = {
     "dot_product": Term("点积", "dot product", "q·k", "两个向量对应分量相乘再求和，方向越一致越大。",
                         "Multiply matching components and add them up: larger when two vectors point the same way."),
     "attention_score": Term("注意力分数", "attention score", "QKᵀ/√d_k",
-                            "查询与键的匹配程度，softmax 之前的数。d2l 中文版把由查询和键算出分数的函数"
+                            "查询与键的匹配程度，softmax 之前的数。d2l 中文版把用查询和键算分数的函数"
                             "叫“评分函数”（注意力评分函数）。",
                             "How well a query matches a key: the number before softmax. The "
                             "function that computes it is what d2l calls the (attention) "
@@ -157,15 +157,15 @@ TERMS: dict[str, Term] = {
     # the study sentences, it puts at least half of its weight on that target (entropy for
     # the broad head).
     "previous_token_head": Term("前一词元头", "previous-token head", "",
-                                "平均而言，词元把至少一半注意力放在紧挨着的前一个词元上的注意力头。",
+                                "一种注意力头：平均而言，词元把至少一半注意力放在紧挨着的前一个词元上。",
                                 "A head in which tokens put, on average, at least half of their "
                                 "attention on the token just before them."),
     "next_token_head": Term("后一词元头", "next-token head", "",
-                            "平均而言，词元把至少一半注意力放在紧挨着的后一个词元上的注意力头。",
+                            "一种注意力头：平均而言，词元把至少一半注意力放在紧挨着的后一个词元上。",
                             "A head in which tokens put, on average, at least half of their "
                             "attention on the token just after them."),
     "current_token_head": Term("当前词元头", "current-token head", "",
-                               "平均而言，词元把至少一半注意力放在自己身上的注意力头。",
+                               "一种注意力头：平均而言，词元把至少一半注意力放在自己身上。",
                                "A head in which tokens put, on average, at least half of their "
                                "attention on themselves."),
     "cls_head": Term("[CLS] 头", "[CLS] head", "",

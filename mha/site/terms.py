@@ -44,7 +44,7 @@ TERMS: dict[str, Term] = {
                             "Queries come from one sequence, keys and values from another, as "
                             "when a translation asks the source sentence."),
     "source_sentence": Term("源句", "source sentence", "",
-                            "翻译里要翻译的那句话；它的词元在交叉注意力里提供键和值。",
+                            "翻译时待译的那句话；它的词元在交叉注意力里提供键和值。",
                             "In translation, the sentence being translated; its tokens supply "
                             "the keys and values of cross-attention."),
     "query": Term("查询", "query", "q_i = x_i W_Q",

@@ -306,7 +306,7 @@ def test_terms_name_each_idea_once_and_keep_the_one_analogy():
         assert not re.search(r"专攻|专长|specialty\b|one kind of clue", note), note
     assert "分派" in head.zh_note and "assigns" in head.en_note  # roles are found, not given
     assert [key for key, entry in TERMS.items() if entry.symbol == "h"] == ["number_of_heads"]
-    assert TERMS["captain"].symbol == TERMS["output_projection"].symbol == "W_O"
+    assert TERMS["captain"].symbol == TERMS["output_projection"].symbol == "W^O"
     assert (TERMS["axis"].zh, TERMS["dimension"].zh, TERMS["padding_mask"].zh) == (
         "轴", "维度", "填充掩码")
     zh_notes = " ".join(entry.zh_note for entry in TERMS.values())
@@ -331,8 +331,8 @@ def test_home_page_maps_the_story_onto_the_model_once(lang):
     for key in ("case_file", "detective", "captain", "query", "key", "value",
                 "attention_weight"):
         assert getattr(TERMS[key], lang) in section, key
-    for symbol in ("$x_i$", "$q_i = x_i W_Q$", "$k_j = x_j W_K$", "$v_j = x_j W_V$", "$a_{ij}$",
-                   "$W_O$"):
+    for symbol in ("$x_i$", "$q_i = x_i W^Q$", "$k_j = x_j W^K$", "$v_j = x_j W^V$", "$a_{ij}$",
+                   "$W^O$"):
         assert symbol in section, symbol
     assert not re.search(r"只记录|What the notebook records", section)
     assert "real-heads.md#real-heads" in section  # roles in a trained model are measured there

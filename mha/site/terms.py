@@ -47,29 +47,29 @@ TERMS: dict[str, Term] = {
                             "翻译时待译的那句话；它的词元在交叉注意力里提供键和值。",
                             "In translation, the sentence being translated; its tokens supply "
                             "the keys and values of cross-attention."),
-    "query": Term("查询", "query", "q_i = x_i W_Q",
+    "query": Term("查询", "query", r"q_i = x_i W^Q",
                   "第 i 个词元在一个注意力头里的查询：第 i 页在找什么。每一页在每位侦探那里都有"
                   "自己的查询。",
                   "Token i's query in one head: what page i is looking for. Every page has a "
                   "query for every detective."),
-    "key": Term("键", "key", "k_j = x_j W_K",
+    "key": Term("键", "key", r"k_j = x_j W^K",
                 "第 j 个词元在一个注意力头里的键：第 j 页能提供什么，像贴在这一页上的标签。",
                 "Token j's key in one head: what page j has to offer, like a label on the page."),
-    "value": Term("值", "value", "v_j = x_j W_V",
+    "value": Term("值", "value", r"v_j = x_j W^V",
                   "第 j 个词元在一个注意力头里的值：第 j 页实际说了什么。",
                   "Token j's value in one head: what page j actually says."),
     "projection": Term("投影", "projection", "W",
                        "乘一个可学习的矩阵，把向量换到另一个空间。",
                        "Multiplying by a learned matrix to move vectors into another space."),
-    "dot_product": Term("点积", "dot product", "q·k", "两个向量对应分量相乘再求和，方向越一致越大。",
+    "dot_product": Term("点积", "dot product", r"q \cdot k", "两个向量对应分量相乘再求和，方向越一致越大。",
                         "Multiply matching components and add them up: larger when two vectors point the same way."),
-    "attention_score": Term("注意力分数", "attention score", "QKᵀ/√d_k",
+    "attention_score": Term("注意力分数", "attention score", r"QK^\top / \sqrt{d_k}",
                             "查询与键的匹配程度，softmax 之前的数。d2l 中文版把用查询和键算分数的函数"
                             "叫“评分函数”（注意力评分函数）。",
                             "How well a query matches a key: the number before softmax. The "
                             "function that computes it is what d2l calls the (attention) "
                             "scoring function."),
-    "scaling_factor": Term("缩放因子", "scaling factor", "1/√d_k",
+    "scaling_factor": Term("缩放因子", "scaling factor", r"1 / \sqrt{d_k}",
                            "乘在分数上的 1/√d_k：查询和键的分量方差为 1 时，它让分数的方差保持在 1 左右，不随维度增长。",
                            "The 1/√d_k applied to the scores: when the components of queries and "
                            "keys have variance 1, it keeps the scores' variance near 1 whatever "
@@ -86,17 +86,17 @@ TERMS: dict[str, Term] = {
         "a matrix, added, passed through tanh and dotted with a vector to give the score."),
     "softmax": Term("softmax", "softmax", "", "把一行分数变成非负、和为 1 的权重。",
                     "Turns a row of scores into non-negative weights that sum to 1."),
-    "attention_weight": Term("注意力权重", "attention weight", "a_ij",
+    "attention_weight": Term("注意力权重", "attention weight", r"a_{ij}",
                              "softmax 之后的数：侦探读第 i 页时分给第 j 页的那份注意力，每行和为 1。",
                              "The numbers after softmax: the share of attention a detective, "
                              "working on page i, gives page j; each row sums to 1."),
-    "weighted_sum": Term("加权和", "weighted sum", "Σ_j a_ij v_j",
+    "weighted_sum": Term("加权和", "weighted sum", r"\sum_j a_{ij} v_j",
                          "按注意力权重把各词元的值加起来，得到一个注意力头在第 i 个词元上的输出；"
                          "比喻里是这位侦探对第 i 页的报告。d2l 中文版叫“注意力汇聚”。",
                          "The values added up by attention weight: one head's output for token i; "
                          "in the story, that detective's report on page i. d2l calls it "
                          "attention pooling."),
-    "axis": Term("轴", "axis", "axis",
+    "axis": Term("轴", "axis", "",
                  "数组的一个方向：形状 (4, 8, 8) 的数组有三个轴；NumPy 的 axis=-1 是最后一个轴。",
                  "One direction of an array: an array of shape (4, 8, 8) has three axes; "
                  "NumPy's axis=-1 is the last one."),
@@ -106,7 +106,7 @@ TERMS: dict[str, Term] = {
                       "How many components a vector has; d_k is the size of a query or key in "
                       "one head. Not the same as an axis: an array of shape (8, 16) has two "
                       "axes, and each row is a 16-dimensional vector."),
-    "head": Term("注意力头", "head", "head_i",
+    "head": Term("注意力头", "head", r"\text{head}_i",
                  "多头注意力里的一路注意力，用自己的查询、键、值投影矩阵计算；比喻里的一位侦探。"
                  "各头一起训练，没有谁给它们分派任务；训练好的头有没有分工，要事后测量才知道。",
                  "One of the attentions a multi-head layer computes side by side, with its own "
@@ -118,13 +118,13 @@ TERMS: dict[str, Term] = {
                             "How many heads a multi-head attention layer has: the number of "
                             "detectives; h = 4 in this site's examples."),
     "multi_head_attention": Term("多头注意力", "multi-head attention", "",
-                                 "h 个注意力头并行计算，各头的输出拼接后乘输出投影 W_O。",
+                                 "h 个注意力头并行计算，各头的输出拼接后乘输出投影 $W^O$。",
                                  "h heads computed side by side, their outputs concatenated and "
-                                 "multiplied by the output projection W_O."),
-    "concatenation": Term("拼接", "concatenation", "Concat",
+                                 "multiplied by the output projection $W^O$."),
+    "concatenation": Term("拼接", "concatenation", r"\text{Concat}",
                           "把各个注意力头的输出按列并排，接成一个 h·d_v 维的向量。",
                           "Placing the heads' outputs side by side into one vector of h·d_v numbers."),
-    "output_projection": Term("输出投影", "output projection", "W_O",
+    "output_projection": Term("输出投影", "output projection", r"W^O",
                               "把拼接后的各头结果改写回 d_model 维；比喻里的队长。",
                               "Rewrites the concatenated heads back to d_model dimensions; in the "
                               "story, the captain."),
@@ -149,7 +149,7 @@ TERMS: dict[str, Term] = {
                          "遮住为凑齐长度而补上的位置。d2l 中文版用“有效长度”（valid_lens）表达同一件事。",
                          "Hides the positions added only to make sequences the same length. d2l "
                          "expresses the same thing with valid lengths (valid_lens)."),
-    "variance": Term("方差", "variance", "Var", "各个数与平均值之差的平方，再取平均。",
+    "variance": Term("方差", "variance", r"\operatorname{Var}", "各个数与平均值之差的平方，再取平均。",
                      "The average squared distance of the numbers from their mean."),
     "entropy": Term("熵", "entropy", "H", "衡量一行权重有多分散：越大越平均，越小越集中。",
                     "How spread out a row of weights is: high is even, low is concentrated."),
@@ -193,12 +193,12 @@ TERMS.update({
     "case_file": Term("卷宗", "case file", "X",
                       "比喻里的输入序列：本站的卷宗是一句话，每个词元是其中一页。",
                       "In the story, the input sequence: here one sentence, each token a page."),
-    "detective": Term("侦探", "detective", "head_i",
-                      "比喻里的一个注意力头，有自己的 W_Q、W_K、W_V。红、蓝、绿、黄只是 0～3 号头的名字，"
+    "detective": Term("侦探", "detective", r"\text{head}_i",
+                      "比喻里的一个注意力头，有自己的 $W^Q$、$W^K$、$W^V$。红、蓝、绿、黄只是 0～3 号头的名字，"
                       "不代表分工。",
-                      "In the story, one head, with its own W_Q, W_K and W_V. Red, blue, green "
+                      "In the story, one head, with its own $W^Q$, $W^K$ and $W^V$. Red, blue, green "
                       "and yellow only name heads 0 to 3; they are not specialties."),
-    "captain": Term("队长", "captain", "W_O",
+    "captain": Term("队长", "captain", r"W^O",
                     "比喻里的输出投影：把每一页的 h 份报告并排（拼接），改写成一份 d_model 维的笔记。",
                     "In the story, the output projection: puts each page's h reports side by "
                     "side (concatenation) and rewrites them into one note of d_model numbers."),

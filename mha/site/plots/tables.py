@@ -19,7 +19,7 @@ def glossary_table(terms: dict[str, Term], lang: str) -> str:
     other = "en" if lang == "zh" else "zh"
     rows = ["| " + " | ".join(GLOSSARY_HEADERS[lang]) + " |", "|---|---|---|---|"]
     for entry in terms.values():
-        symbol = f"`{entry.symbol}`" if entry.symbol else ""
+        symbol = f"${entry.symbol}$" if entry.symbol else ""  # typeset like the pages
         rows.append(f"| **{getattr(entry, lang)}** | {getattr(entry, other)} | {symbol} | "
                     f"{getattr(entry, lang + '_note')} |")
     return "\n".join(rows)

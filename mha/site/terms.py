@@ -42,7 +42,7 @@ TERMS: dict[str, Term] = {
     "cross_attention": Term("交叉注意力", "cross-attention", "",
                             "查询来自一个序列，键和值来自另一个序列，例如翻译时译文向源句发问。",
                             "Queries come from one sequence, keys and values from another, as "
-                            "when a translation asks the source sentence."),
+                            "when the translation being written queries the source sentence."),
     "source_sentence": Term("源句", "source sentence", "",
                             "翻译时待译的那句话；它的词元在交叉注意力里提供键和值。",
                             "In translation, the sentence being translated; its tokens supply "
@@ -88,13 +88,13 @@ TERMS: dict[str, Term] = {
                     "Turns a row of scores into non-negative weights that sum to 1."),
     "attention_weight": Term("注意力权重", "attention weight", r"a_{ij}",
                              "softmax 之后的数：侦探读第 i 页时分给第 j 页的那份注意力，每行和为 1。",
-                             "The numbers after softmax: the share of attention a detective, "
+                             "The number after softmax: the share of attention a detective, "
                              "working on page i, gives page j; each row sums to 1."),
     "weighted_sum": Term("加权和", "weighted sum", r"\sum_j a_{ij} v_j",
                          "按注意力权重把各词元的值加起来，得到一个注意力头在第 i 个词元上的输出；"
                          "比喻里是这位侦探对第 i 页的报告。d2l 中文版叫“注意力汇聚”。",
-                         "The values added up by attention weight: one head's output for token i; "
-                         "in the story, that detective's report on page i. d2l calls it "
+                         "The values added up, each multiplied by its attention weight: one "
+                         "head's output for token i; in the story, that detective's report on page i. d2l calls it "
                          "attention pooling."),
     "axis": Term("轴", "axis", "",
                  "数组的一个方向：形状 (4, 8, 8) 的数组有三个轴；NumPy 的 axis=-1 是最后一个轴。",
@@ -109,10 +109,10 @@ TERMS: dict[str, Term] = {
     "head": Term("注意力头", "head", r"\text{head}_i",
                  "多头注意力里的一路注意力，用自己的查询、键、值投影矩阵计算；比喻里的一位侦探。"
                  "各头一起训练，没有谁给它们分派任务；训练好的头有没有分工，要事后测量才知道。",
-                 "One of the attentions a multi-head layer computes side by side, with its own "
-                 "query, key and value projections; in the story, one detective. The heads are "
-                 "trained together and nobody assigns them jobs; whether a trained head has a "
-                 "role is found by measuring it."),
+                 "One of the h attention computations a multi-head layer runs side by side, "
+                 "with its own query, key and value projections; in the story, one "
+                 "detective. The heads are trained together and nobody assigns them jobs; "
+                 "whether a trained head has a role is found by measuring it."),
     "number_of_heads": Term("头数", "number of heads", "h",
                             "多头注意力里注意力头的个数，也就是侦探的人数；本站的例子里 h = 4。",
                             "How many heads a multi-head attention layer has: the number of "
@@ -126,8 +126,8 @@ TERMS: dict[str, Term] = {
                           "Placing the heads' outputs side by side into one vector of h·d_v numbers."),
     "output_projection": Term("输出投影", "output projection", r"W^O",
                               "把拼接后的各头结果改写回 d_model 维；比喻里的队长。",
-                              "Rewrites the concatenated heads back to d_model dimensions; in the "
-                              "story, the captain."),
+                              "Rewrites the concatenated head outputs back to d_model "
+                              "dimensions; in the story, the captain."),
     "permutation_equivariance": Term(
         "置换等变", "permutation equivariance", "",
         "打乱输入词元的顺序，输出只是跟着同样打乱，数值不变：自注意力本身不知道词序。",

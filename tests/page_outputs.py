@@ -160,6 +160,16 @@ def compare(expected: str, actual: str) -> str | None:
     return "what the block printed differs from its output block:\n" + "\n".join(rows)
 
 
+#: A fenced block: its opening fence, anything, and the same fence, at the same indentation
+#: (spaces and tabs only, so a blank line before a fence cannot pair it with another one).
+FENCED_BLOCK = re.compile(r"^([ \t]*)(`{3,}).*?^\1\2[ \t]*$", re.S | re.M)
+
+
+def without_fences(text: str) -> str:
+    """A page's text with every fenced block (code, output) removed: what the reader reads."""
+    return FENCED_BLOCK.sub("", text)
+
+
 def is_site_page(path: Path, root: Path) -> bool:
     """Whether the convention applies to ``path``: the Markdown pages of the site."""
     try:

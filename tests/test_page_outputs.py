@@ -162,3 +162,11 @@ def test_the_runner_fails_a_page_whose_output_drifted(tmp_path):
     assert "0.66" in run.stdout and "differs from its output block" in run.stdout
     assert "no ```output block follows it" in run.stdout
     assert "follows a block that prints nothing" in run.stdout
+
+
+def test_prose_is_what_is_left_outside_the_fences():
+    """A blank line before a closing fence does not pair it with a later fence (a heading
+    between two blocks once vanished that way from the parity check)."""
+    text = "## A { #a }\n\n```python\nx = 1\n\n```\n\n## B { #b }\n\n```output\n1\n```\n"
+    assert page_outputs.without_fences(text).split() == ["##", "A", "{", "#a", "}", "##", "B",
+                                                         "{", "#b", "}"]

@@ -22,6 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from page_outputs import without_fences
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 LANGS = ("zh", "en")
@@ -104,7 +106,7 @@ def page_facts(path: Path) -> dict:
         code = [python_skeleton("".join(c["source"])) for c in cells if c["cell_type"] == "code"]
         return {"code": code}
     text = path.read_text(encoding="utf-8")
-    prose = re.sub(r"^(\s*)(`{3,}).*?^\1\2\s*$", "", text, flags=re.S | re.M)
+    prose = without_fences(text)
     headings = [line for line in prose.split("\n") if re.match(r"^#{1,6}\s", line)]
     return {
         "anchors": [re.search(r"\{\s*#([\w-]+)", h).group(1) if "{" in h else None
@@ -591,7 +593,7 @@ def test_front_matter_parses_and_no_line_turns_into_a_stray_heading(lang):
         meta = yaml.safe_load(text.split("---\n")[1])
         assert isinstance(meta, dict) and isinstance(meta.get("description"), str), path
         assert 20 < len(meta["description"]) <= 200, path
-        prose = re.sub(r"^(\s*)(`{3,}).*?^\1\2\s*$", "", text, flags=re.S | re.M)
+        prose = without_fences(text)
         for line in prose.split("\n"):
             assert not re.match(r"^#[^#\s]", line), f"{path}: {line[:60]}"  # '#41508)' etc.
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from page_outputs import without_fences
+
 from mha.site.head_roles import PRONOUNS, ROLES, SENTENCES, STABLE_FRACTION, THRESHOLDS, study
 
 pytestmark = pytest.mark.model
@@ -41,7 +43,7 @@ NOT_NUMBERS = (r"<!--.*?-->", r"`[^`]*`", r"\]\([^)]*\)", r"<https?://[^>]*>", r
 
 def prose(text: str, leave_out=CITING) -> str:
     """The page without its fenced blocks, the sections ``leave_out``, and `NOT_NUMBERS`."""
-    text = re.sub(r"^(\s*)(`{3,}).*?^\1\2\s*$", "", text, flags=re.S | re.M)
+    text = without_fences(text)
     parts = re.split(r"^(#{1,6} .*\{ #([\w-]+) \})$", text, flags=re.M)
     kept = [parts[0]] + [parts[i] + parts[i + 2] for i in range(1, len(parts), 3)
                          if parts[i + 1] not in leave_out]

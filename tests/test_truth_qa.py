@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from page_outputs import without_fences
+
 pytestmark = pytest.mark.site
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -26,7 +28,7 @@ LANGS = ("en", "zh")
 def prose(lang: str, page: str) -> str:
     """The page without its fenced blocks (code and output), so only the reader's text is left."""
     text = (DOCS / lang / page).read_text(encoding="utf-8")
-    return re.sub(r"^(\s*)(`{3,}).*?^\1\2\s*$", "", text, flags=re.S | re.M)
+    return without_fences(text)
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -167,6 +167,6 @@ def test_the_runner_fails_a_page_whose_output_drifted(tmp_path):
 def test_prose_is_what_is_left_outside_the_fences():
     """A blank line before a closing fence does not pair it with a later fence (a heading
     between two blocks once vanished that way from the parity check)."""
-    text = "## A { #a }\n\n```python\nx = 1\n\n```\n\n## B { #b }\n\n```output\n1\n```\n"
+    text = "## A { #a }\n\n```python\nx = 1\n```\n\n## B { #b }\n\n```python\ny = 2\n\n```\n"
     assert page_outputs.without_fences(text).split() == ["##", "A", "{", "#a", "}", "##", "B",
                                                          "{", "#b", "}"]

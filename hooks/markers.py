@@ -5,6 +5,11 @@
   keeps (``mha/site/data/benchmark.json``), the head-role table. ``hooks/draw_figures.py``
   computes every one of them from ``mha`` (with the figures, in a subprocess, cached on its
   sources) into ``.cache/tables/<lang>/NAME.md``; this hook only reads them.
+- ``<!-- mha:repository -->`` becomes the address of the repository the site is built from, as
+  plain text (so it works inside a code block and as a link target): ``extra.repository`` in
+  ``mkdocs.yml``, which the Pages workflow sets from the repository it runs in (``REPO_URL``);
+  without it, the ``origin`` remote of the working copy being built (an SSH address is turned
+  into its HTTPS form), or the working copy's own folder when there is no remote.
 - Any other ``<!-- mha:… -->`` marker, or a table the registry does not have, fails the build.
 - Every Chinese term of the terms file is added to jieba's dictionary, so search indexes 注意力头
   as one word instead of 注意力 + 头.
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import re
 import runpy
+import subprocess
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -50,9 +56,26 @@ def on_config(config):
     return config
 
 
+def repository_address(configured: str | None, root: Path = ROOT) -> str:
+    """Where readers get the code: ``configured`` if set, else the working copy's ``origin``."""
+    if configured:
+        return configured.rstrip("/")
+    try:
+        origin = subprocess.run(["git", "-C", str(root), "remote", "get-url", "origin"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return str(root)
+    ssh = re.fullmatch(r"[\w.-]+@([\w.-]+):(.+)", origin)  # git@host:owner/name.git
+    if ssh:
+        origin = f"https://{ssh.group(1)}/{ssh.group(2)}"
+    return re.sub(r"\.git$", "", origin) if "://" in origin else origin
+
+
 def on_page_markdown(markdown, page, config, files):
     def replace(match):
         name, argument = match.groups()
+        if name == "repository" and argument is None:
+            return repository_address(config["extra"].get("repository"))
         if name != "table":
             raise PluginError(f"{page.file.src_uri}: unknown marker <!-- mha:{name} -->")
         table = argument

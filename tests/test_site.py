@@ -433,6 +433,26 @@ def test_pages_ask_for_the_same_tables_in_both_languages():
         (page, t) for (lang, page, _), t in found.items() if lang == "en"}
 
 
+@pytest.mark.parametrize("origin, expected", [
+    ("git@github.com:someone/attention-detectives.git",
+     "https://github.com/someone/attention-detectives"),
+    ("https://gitee.com/someone/attention-detectives.git",
+     "https://gitee.com/someone/attention-detectives"),
+    (None, None),  # no remote: the working copy's folder
+])
+def test_the_repository_address_comes_from_the_build_or_the_working_copy(tmp_path, origin,
+                                                                          expected):
+    markers = import_hook("markers")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    if origin:
+        subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", origin],
+                       check=True)
+    assert markers.repository_address("", tmp_path) == (expected or str(tmp_path))
+    # What the Pages workflow sets (REPO_URL) wins over the working copy.
+    assert markers.repository_address("https://github.com/o/r/", tmp_path) == (
+        "https://github.com/o/r")
+
+
 def test_each_marker_shows_the_table_mha_computed(site):
     """Every table a page asks for is exactly mha.site.plots.TABLES' output in the page's
     language: its header, its number of rows, its first row's first cell."""

@@ -242,6 +242,9 @@ def test_search_finds_the_chapter(visits, base_url, lang):
              results.evaluate_all("links => links.map(a => a.getAttribute('href'))")]
     chapter = base_url + LANGUAGES[lang]["chapter"]
     assert chapter in [href.split("#")[0] for href in hrefs], hrefs
+    # Each language searches its own pages (hooks/search_language.py).
+    english = [href.startswith(base_url + "en/") for href in hrefs]
+    assert all(english) if lang == "en" else not any(english), hrefs
 
 
 def test_language_switcher_keeps_the_page(new_context, base_url):

@@ -1033,6 +1033,26 @@ def test_jinja_cache_reaches_the_environment_mkdocstrings_renders_with(tmp_path,
     assert list(tmp_path.glob("__jinja2_*.cache")), "no compiled template was stored"
 
 
+def test_each_language_gets_its_own_search_index(site):
+    """The built site has one index per language: English entries only under en/ (their
+    locations relative to en/), Chinese ones only at the root; English pages read theirs."""
+    zh = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    en = json.loads((site / "en" / "search" / "search_index.json").read_text(encoding="utf-8"))
+    for index in (zh, en):
+        assert index["docs"] and not any(d["location"].startswith("en/") for d in index["docs"])
+    assert "scores/" in {d["location"] for d in zh["docs"]} & {d["location"] for d in en["docs"]}
+    titles_zh = {d["title"].replace("\u200b", "") for d in zh["docs"]  # jieba's word breaks
+                 if d["location"] == "scores/"}
+    titles_en = {d["title"] for d in en["docs"] if d["location"] == "scores/"}
+    assert titles_zh == {"注意力分数计算"} and titles_en == {"Attention scores"}, (titles_zh,
+                                                                                titles_en)
+    config = re.compile(r'<script id="__config" type="application/json">(.*?)</script>', re.S)
+    for path, base in (("en/scores/index.html", "../../en/"), ("en/index.html", "../en/"),
+                       ("scores/index.html", "..")):
+        html = (site / path).read_text(encoding="utf-8")
+        assert json.loads(config.search(html).group(1))["base"] == base, path
+
+
 def test_mkdocs_keeps_the_hooks_across_rebuilds():
     """mkdocs serve loads mkdocs.yml again for every rebuild but keeps each hook's module (its
     loader is cached), which the hooks' in-memory caches rely on: figures._last_fingerprint,

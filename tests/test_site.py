@@ -420,6 +420,8 @@ def page_markers() -> dict[tuple[str, str, str], str]:
     for lang in LANGS:
         for page in pages(lang):
             for name, argument in markers.MARKER.findall((DOCS / lang / page).read_text("utf-8")):
+                if name == "repository":
+                    continue
                 assert name == "table", f"{lang}/{page}: <!-- mha:{name} -->"
                 found[(lang, page, argument)] = argument
     return found
@@ -451,6 +453,17 @@ def test_the_repository_address_comes_from_the_build_or_the_working_copy(tmp_pat
     # What the Pages workflow sets (REPO_URL) wins over the working copy.
     assert markers.repository_address("https://github.com/o/r/", tmp_path) == (
         "https://github.com/o/r")
+
+
+def test_install_pages_give_the_repository_address(site):
+    """Where to get the code, on both install pages: the address the build was given, or this
+    working copy's origin (the test build sets no REPO_URL)."""
+    markers = import_hook("markers")
+    address = markers.repository_address(os.environ.get("REPO_URL", ""))
+    for prefix in ("", "en/"):
+        html = (site / prefix / "install" / "index.html").read_text(encoding="utf-8")
+        assert "repository-url" not in html and "mha:repository" not in html
+        assert html.count(address) >= 3, prefix  # the clone, the sentence, the pinned install
 
 
 def test_each_marker_shows_the_table_mha_computed(site):

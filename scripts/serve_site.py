@@ -90,7 +90,8 @@ def build_site(site_dir: str | os.PathLike, site_url: str, *, strict: bool = Tru
     return result.stdout or ""
 
 
-def _handler(site_dir: Path, use_gzip: bool, log: bool) -> type[http.server.BaseHTTPRequestHandler]:
+def _handler(site_dir: Path, use_gzip: bool, log: bool,
+             prefix: str = "/") -> type[http.server.BaseHTTPRequestHandler]:
     class SiteHandler(http.server.SimpleHTTPRequestHandler):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **TYPES}
 
@@ -105,6 +106,14 @@ def _handler(site_dir: Path, use_gzip: bool, log: bool) -> type[http.server.Base
             # GitHub Pages lets browsers cache for ten minutes.
             self.send_header("Cache-Control", "max-age=600")
             super().end_headers()
+
+        def translate_path(self, path):
+            """The site's file for ``path``, which lies under ``prefix`` (a project site's
+            subpath on GitHub Pages); anything outside it is a path the site does not have."""
+            bare = urllib.parse.urlsplit(path).path
+            if not (bare + "/").startswith(prefix):
+                return str(site_dir / "\0outside")  # no such file: the 404 page
+            return super().translate_path("/" + bare[len(prefix):])
 
         def _file_for(self) -> Path | None:
             """The file a GET or HEAD of this path serves; None when there is none."""
@@ -175,16 +184,19 @@ class _Server(http.server.ThreadingHTTPServer):
 
 @contextlib.contextmanager
 def serve(site_dir: str | os.PathLike, *, port: int = 0, gzip: bool = False, host: str = HOST,
-          log: bool = False) -> Iterator[str]:
-    """Serve ``site_dir`` in a background thread; yield its base URL (ending in ``/``)."""
+          log: bool = False, prefix: str = "/") -> Iterator[str]:
+    """Serve ``site_dir`` in a background thread under the URL path ``prefix`` (``"/"``, or a
+    project site's subpath such as ``"/attention-detectives/"``); yield its base URL."""
+    if not (prefix.startswith("/") and prefix.endswith("/")):
+        raise ValueError(f"prefix must start and end with '/', got {prefix!r}")
     site = Path(site_dir).resolve()
     if not (site / "index.html").is_file():
         raise FileNotFoundError(f"{site} has no index.html: build the site first")
-    server = _Server((host, port), _handler(site, gzip, log))
+    server = _Server((host, port), _handler(site, gzip, log, prefix))
     thread = threading.Thread(target=server.serve_forever, name="serve_site", daemon=True)
     thread.start()
     try:
-        yield f"http://{host}:{server.server_address[1]}/"
+        yield f"http://{host}:{server.server_address[1]}{prefix}"
     finally:
         server.shutdown()
         server.server_close()

@@ -48,22 +48,28 @@ def load_serve_site():
     return module
 
 
+#: Where the shared build is served: a project site's subpath, as GitHub Pages serves it.
+SUBPATH = "/attention-detectives/"
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
-    """The site, built once per session (strict, into a temporary folder) and shared by
-    tests/test_site.py and tests/test_browser.py: ``dir``, ``url`` (the address it was built
-    for, on 127.0.0.1), ``log`` (MkDocs' output) and ``serve()``, a context manager that serves
-    it at that address, gzipped as GitHub Pages serves it, and gives the address.
+    """The site, built once per session (strict, into a temporary folder) and shared by the
+    site and browser tests: ``dir``, ``url`` (the address it was built for: 127.0.0.1 under
+    `SUBPATH`, as the Pages workflow builds it for a project site), ``log`` (MkDocs' output)
+    and ``serve()``, a context manager that serves it at that address, gzipped as GitHub
+    Pages serves it (a missing path gets the 404 page), and gives the address.
 
     The build itself writes what a build writes in the work tree: the figures under
     docs/<lang>/figures/ and the caches under .cache/."""
     serve_site = load_serve_site()
     port = serve_site.free_port()
-    url = f"http://127.0.0.1:{port}/"
+    url = f"http://127.0.0.1:{port}{SUBPATH}"
     site_dir = tmp_path_factory.mktemp("site")
     try:
         log = serve_site.build_site(site_dir, url)
     except RuntimeError as error:
         pytest.fail(str(error), pytrace=False)
     return SimpleNamespace(dir=site_dir, url=url, log=log,
-                           serve=lambda: serve_site.serve(site_dir, port=port, gzip=True))
+                           serve=lambda: serve_site.serve(site_dir, port=port, gzip=True,
+                                                          prefix=SUBPATH))

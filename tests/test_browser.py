@@ -16,8 +16,12 @@ dark, and at phone width, into that folder.
 
 from __future__ import annotations
 
+import html.parser
 import os
 import re
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -423,3 +427,85 @@ def test_no_request_left_the_machine(new_context, base_url):
     foreign = sorted({url for url in REQUESTS if not url.startswith("data:")
                       and urlsplit(url.removeprefix("blob:")).hostname != host})
     assert foreign == []
+
+
+class _Links(html.parser.HTMLParser):
+    """Every href and src of a page, and every id it defines."""
+
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids, self.alternates = [], set(), {}
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        for name in ("href", "src"):
+            if attrs.get(name):
+                self.links.append(attrs[name])
+        if tag == "a" and attrs.get("hreflang") and "md-select__link" in (attrs.get("class") or ""):
+            self.alternates[attrs["hreflang"]] = attrs["href"]
+
+
+def _fetch(url: str) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+
+
+def test_every_link_and_anchor_resolves_under_the_subpath(site):
+    """The site served under its project subpath, as GitHub Pages serves it: every same-origin
+    link of every page (both languages, notebooks included) answers 200, every #anchor exists on
+    its target, nothing points outside the subpath, and the language switcher leads to the same
+    page in the other language."""
+    base_url, site_dir = site
+    origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(base_url))
+    assert urllib.parse.urlsplit(base_url).path != "/"  # really under a subpath
+    assert _fetch(origin + "/scores/")[0] == 404        # the site lives only under it
+    pages, status, broken, anchors_checked = {}, {}, [], 0
+
+    def parsed(url: str) -> _Links:
+        if url not in pages:
+            code, text = _fetch(url)
+            status[url] = code
+            pages[url] = _Links()
+            if url.endswith("/") or url.endswith(".html"):
+                pages[url].feed(text)
+        return pages[url]
+
+    for path in site_pages(site_dir):
+        page_url = base_url + path
+        links = parsed(page_url)
+        assert status[page_url] == 200, page_url
+        for link in links.links:
+            url = urllib.parse.urljoin(page_url, link)
+            if not url.startswith(origin):
+                continue  # off-origin requests are the business of another test
+            target, _, anchor = url.partition("#")
+            if not target.startswith(base_url):
+                broken.append(f"{path}: {link} leaves the subpath")
+                continue
+            if target.endswith(("/search/search_index.json",)):
+                continue
+            if target.endswith("/") or target.endswith(".html") or anchor:
+                parsed(target)
+            elif target not in status:
+                status[target] = _fetch(target)[0]
+            if status[target] != 200:
+                broken.append(f"{path}: {link} -> {status[target]}")
+            elif anchor:
+                anchors_checked += 1
+                if anchor not in pages[target].ids:
+                    broken.append(f"{path}: {link}: no #{anchor}")
+        # The switcher: the same page in each language (zh at the root, en under en/).
+        same = path[3:] if path.startswith("en/") else path
+        for lang, href in links.alternates.items():
+            expected = base_url + ("en/" if lang == "en" else "") + same
+            if urllib.parse.urljoin(page_url, href) != expected:
+                broken.append(f"{path}: switcher to {lang} -> {href}")
+        assert set(links.alternates) == {"zh", "en"}, path
+    assert broken == []
+    assert len(site_pages(site_dir)) >= 36 and anchors_checked > 500, anchors_checked

@@ -10,6 +10,9 @@ The numeric core imports only NumPy. Public API:
   its structure (``causal=``, ``window=``, ``lengths=``), never storing the n x n scores.
 - `causal_mask`, `sliding_window_mask`, `padding_mask`: boolean masks
   (True = may attend), combinable with ``&``.
+- `sinusoidal_positions`, `rope`: where each token stands, as the original Transformer's
+  sinusoidal table (added to the embeddings) or as rotary position embedding (rotating queries
+  and keys; ``MultiHeadAttention(..., rope=True)``).
 - `MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays.
 
 Bad input raises ``TypeError`` (wrong kind) or ``ValueError`` (wrong shape or value) naming the
@@ -26,6 +29,7 @@ from .attention import attention_scores, scaled_dot_product_attention, softmax
 from .chunked import chunked_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention
+from .positions import rope, sinusoidal_positions
 
 __version__ = "0.1.0"
 
@@ -37,5 +41,7 @@ __all__ = [
     "causal_mask",
     "sliding_window_mask",
     "padding_mask",
+    "sinusoidal_positions",
+    "rope",
     "MultiHeadAttention",
 ]

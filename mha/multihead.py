@@ -12,6 +12,7 @@ import numpy as np
 from ._checks import (all_finite, as_visible_mask, check_flag, check_seed, check_sizes,
                       check_tokens, check_weight, overflow_error)
 from .attention import _attend
+from .positions import _rotate
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
 
@@ -101,6 +102,11 @@ class MultiHeadAttention:
     seed : int, numpy.random.Generator, BitGenerator or SeedSequence, optional
         What ``np.random.default_rng`` takes (an integer >= 0, or a generator to draw from);
         the same seed gives the same weights.
+    rope : bool, default False
+        Rotate every head's queries and keys with `mha.rope` after the projection, at positions
+        ``0, 1, ..., n - 1`` (rotary position embedding); ``d_k`` must then be even. Only for
+        self-attention. It draws no random numbers: the same seed gives the same weights either
+        way.
 
     Attributes
     ----------
@@ -121,11 +127,12 @@ class MultiHeadAttention:
     Raises
     ------
     TypeError
-        If ``d_model``, ``h``, ``d_k`` or ``d_v`` is not an integer, or ``seed`` is none of
-        None, an integer, a Generator, a BitGenerator or a SeedSequence.
+        If ``d_model``, ``h``, ``d_k`` or ``d_v`` is not an integer, ``seed`` is none of
+        None, an integer, a Generator, a BitGenerator or a SeedSequence, or ``rope`` is not a
+        bool.
     ValueError
-        If one of them is < 1 (``seed`` < 0), or ``d_model`` is not divisible by ``h`` when
-        ``d_k`` is not given.
+        If one of them is < 1 (``seed`` < 0), ``d_model`` is not divisible by ``h`` when
+        ``d_k`` is not given, or ``rope`` is True and ``d_k`` is odd.
 
     Notes
     -----
@@ -136,8 +143,9 @@ class MultiHeadAttention:
     \operatorname{head}_h)\, W^O
     $$
 
-    with $C = X$ for self-attention. The layout is that of the source document's
-    ``MultiHeadAttention``; the computation runs all heads at once with batched matrix products.
+    with $C = X$ for self-attention. With ``rope=True``, each head's queries $X W_i^Q$ and keys
+    $X W_i^K$ are rotated by `mha.rope` before their dot products. The layout is that of the
+    source document's ``MultiHeadAttention``; the computation runs all heads at once with batched matrix products.
     `mha.reference.multi_head_attention_reference` computes the same thing one head and
     one query at a time.
 
@@ -155,9 +163,13 @@ class MultiHeadAttention:
     """
 
     def __init__(self, d_model: int, h: int, d_k: int | None = None, d_v: int | None = None,
-                 *, seed=None):
+                 *, seed=None, rope: bool = False):
         d_model, h, d_k, d_v = check_sizes(d_model, h, d_k, d_v)  # d_k, d_v: d_model // h
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
+        self.rope = check_flag(rope, "rope")
+        if self.rope and d_k % 2:
+            raise ValueError(f"rope=True needs an even d_k (RoPE rotates pairs of dimensions), "
+                             f"got d_k={d_k}")
 
         rng = np.random.default_rng(check_seed(seed))
         self.W_Q = glorot_normal(rng, (d_model, h, d_k), d_model, h * d_k)
@@ -167,7 +179,7 @@ class MultiHeadAttention:
 
     def __repr__(self) -> str:
         return (f"MultiHeadAttention(d_model={self.d_model}, h={self.h}, d_k={self.d_k}, "
-                f"d_v={self.d_v})")
+                f"d_v={self.d_v}{', rope=True' if self.rope else ''})")
 
     def forward(self, x, mask=None, *, context=None, return_weights: bool = False):
         """Apply the layer.
@@ -181,7 +193,8 @@ class MultiHeadAttention:
             `mha.scaled_dot_product_attention`. The same mask applies to every head.
         context : ndarray of shape ``(m, d_model)`` or ``(b, m, d_model)``, optional
             The tokens that answer (keys and values) for cross-attention, with the same number
-            of dimensions (and batch size) as ``x``. Defaults to ``x`` (self-attention).
+            of dimensions (and batch size) as ``x``. Defaults to ``x`` (self-attention). Not
+            allowed when the layer was built with ``rope=True``.
         return_weights : bool, default False
             Also return the attention weights of every head.
 
@@ -199,8 +212,9 @@ class MultiHeadAttention:
             neither boolean nor floating, or ``return_weights`` is not a bool.
         ValueError
             If a shape is wrong (``x``, ``context``, the mask, or a weight overwritten with
-            another shape), an input or weight holds NaN or inf, or a result overflows the
-            input's dtype (as in `mha.scaled_dot_product_attention`).
+            another shape), an input or weight holds NaN or inf, a result overflows the
+            input's dtype (as in `mha.scaled_dot_product_attention`), or ``context`` is given
+            to a layer with ``rope=True``.
         """
         return_weights = check_flag(return_weights, "return_weights")
         stages = self._run(x, mask, context, keep=False)
@@ -218,7 +232,8 @@ class MultiHeadAttention:
 
             - ``"x"`` ``(..., n, d_model)`` and ``"context"`` ``(..., m, d_model)``: the inputs;
             - ``"q"`` ``(..., h, n, d_k)``, ``"k"`` ``(..., h, m, d_k)``, ``"v"``
-              ``(..., h, m, d_v)``: each head's queries, keys and values;
+              ``(..., h, m, d_v)``: each head's queries, keys and values (with ``rope=True``,
+              the queries and keys after the rotation);
             - ``"scores"`` ``(..., h, n, m)``: ``q k^T / sqrt(d_k)`` before the mask, the very
               array the weights were computed from;
             - ``"weights"`` ``(..., h, n, m)``: after the mask and softmax;
@@ -242,6 +257,11 @@ class MultiHeadAttention:
     def _run(self, x, mask, context, keep: bool) -> dict:
         """The forward pass; with ``keep``, every stage is returned (see `trace`)."""
         d_model, h, d_k, d_v = self.d_model, self.h, self.d_k, self.d_v
+        if self.rope and context is not None:
+            raise ValueError("context= (cross-attention) is not supported with rope=True: RoPE "
+                             "rotates queries and keys by their positions in one sequence, and "
+                             "keys from another sequence have no positions relative to the "
+                             "queries")
         x, context = check_tokens(x, context, d_model)
         W_Q = check_weight(self.W_Q, "self.W_Q", (d_model, h, d_k))
         W_K = check_weight(self.W_K, "self.W_K", (d_model, h, d_k))
@@ -267,6 +287,10 @@ class MultiHeadAttention:
                                 [h * d_k], axis=-1)                            # (..., m, h*d_k|v)
         q, k, v = split_heads(q, h), split_heads(k, h), split_heads(v, h)
         # q (..., h, n, d_k), k (..., h, m, d_k), v (..., h, m, d_v)
+        if self.rope:  # turn each token's query and key by its position (m == n here)
+            positions = np.arange(n)
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+                q, k = _rotate(q, positions, 10000.0), _rotate(k, positions, 10000.0)
 
         scale = dtype.type(1.0 / np.sqrt(d_k))
         heads, weights, scores = _attend(q, k, v, visible, scale, keep_scores=keep)

@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-__all__ = ["attention_reference", "multi_head_attention_reference"]
+__all__ = ["attention_reference", "multi_head_attention_reference", "sinusoidal_reference",
+           "rope_reference"]
 
 
 def attention_reference(q, k, v, mask=None, scale=None):
@@ -86,7 +87,56 @@ def attention_reference(q, k, v, mask=None, scale=None):
     return output.astype(dtype), weights.astype(dtype)
 
 
-def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=None):
+def sinusoidal_reference(n, d_model, base=10000.0):
+    """The sinusoidal position table, entry by entry from the formula of section 3.5.
+
+    Returns
+    -------
+    ndarray of float64, shape ``(n, d_model)``
+        ``PE[p, 2i] = sin(p / base^(2i/d_model))``, ``PE[p, 2i+1] = cos(p / base^(2i/d_model))``.
+    """
+    table = np.zeros((n, d_model))
+    for p in range(n):
+        for column in range(d_model):
+            i = column // 2                       # the pair this column belongs to
+            angle = p / base ** (2 * i / d_model)
+            table[p, column] = math.sin(angle) if column % 2 == 0 else math.cos(angle)
+    return table
+
+
+def rope_reference(x, positions=None, base=10000.0):
+    """Rotary position embedding, one token and one 2 x 2 rotation matrix at a time.
+
+    Parameters
+    ----------
+    x : ndarray of shape ``(..., n, d)``, ``d`` even
+    positions : sequence of ``n`` numbers, optional
+        Defaults to ``0, 1, ..., n - 1``.
+
+    Returns
+    -------
+    ndarray of shape ``(..., n, d)``, the dtype of ``x``
+        Pair ``(x[..., j, 2i], x[..., j, 2i+1])`` multiplied by the rotation matrix of angle
+        ``positions[j] * base^(-2i/d)`` (RoFormer, eq. 34).
+    """
+    x = np.asarray(x)
+    n, d = x.shape[-2:]
+    positions = range(n) if positions is None else [float(p) for p in positions]
+    out = np.zeros(x.shape)
+    for index in np.ndindex(*x.shape[:-2]):
+        for j, p in enumerate(positions):
+            for i in range(d // 2):
+                angle = p * base ** (-2 * i / d)
+                rotation = [[math.cos(angle), -math.sin(angle)],
+                            [math.sin(angle), math.cos(angle)]]
+                pair = [float(x[index][j, 2 * i]), float(x[index][j, 2 * i + 1])]
+                for row in range(2):
+                    out[index][j, 2 * i + row] = (rotation[row][0] * pair[0]
+                                                  + rotation[row][1] * pair[1])
+    return out.astype(x.dtype)
+
+
+def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=None, rope=False):
     """Multi-head attention, computed one sequence and one head at a time.
 
     Parameters
@@ -98,6 +148,8 @@ def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=Non
     mask : ndarray broadcastable to ``(n, m)`` or ``(b, n, m)``, optional
     context : ndarray of shape ``(m, d_model)`` or ``(b, m, d_model)``, optional
         Keys and values come from here; defaults to ``x``.
+    rope : bool, default False
+        Rotate each head's queries and keys with `rope_reference` (self-attention only).
 
     Returns
     -------
@@ -120,7 +172,7 @@ def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=Non
     if x.ndim == 2:  # a single sequence is a batch of one
         out, w = multi_head_attention_reference(
             x[None], W_Q, W_K, W_V, W_O, None if mask is None else np.asarray(mask)[None],
-            context[None])
+            context[None], rope)
         return out[0], w[0]
 
     b, n, _ = x.shape
@@ -134,6 +186,8 @@ def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=Non
             q_i = x[s] @ W_Q[:, i, :]        # (n, d_k): what head i's detectives ask
             k_i = context[s] @ W_K[:, i, :]  # (m, d_k): the tags on the evidence
             v_i = context[s] @ W_V[:, i, :]  # (m, d_v): what the evidence says
+            if rope:                         # stamp each query and key with its position
+                q_i, k_i = rope_reference(q_i), rope_reference(k_i)
             head, w = attention_reference(q_i, k_i, v_i, masks[s])
             heads.append(head)
             head_weights.append(w)

@@ -22,7 +22,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 # The scripts that made the golden files and measured the real model's error need torch; CI
 # does not have it and must not import them.
 collect_ignore = ["golden/make_golden.py", "golden/make_minilm_golden.py",
-                  "golden/measure_minilm_error.py"]
+                  "golden/make_rope_golden.py", "golden/measure_minilm_error.py"]
 
 
 @pytest.fixture(scope="session")

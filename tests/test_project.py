@@ -124,9 +124,10 @@ def test_core_and_models_import_only_numpy_and_depend_one_way():
 def test_public_api_is_documented():
     assert mha.__all__ == ["softmax", "attention_scores", "scaled_dot_product_attention",
                            "chunked_attention", "causal_mask",
-                           "sliding_window_mask", "padding_mask", "MultiHeadAttention"]
+                           "sliding_window_mask", "padding_mask", "sinusoidal_positions", "rope",
+                           "MultiHeadAttention"]
     with_formula = {"softmax", "attention_scores", "scaled_dot_product_attention",
-                    "chunked_attention", "MultiHeadAttention"}
+                    "chunked_attention", "sinusoidal_positions", "rope", "MultiHeadAttention"}
     for name in mha.__all__:
         doc = getattr(mha, name).__doc__
         sections = ["Parameters\n", "Returns\n" if name != "MultiHeadAttention" else "Attributes\n",
@@ -137,6 +138,6 @@ def test_public_api_is_documented():
 
 
 def test_reference_is_never_called_by_the_fast_path():
-    for module in ("attention", "masks", "multihead"):
+    for module in ("attention", "masks", "multihead", "positions"):
         source = (ROOT / "mha" / f"{module}.py").read_text()
         assert "reference" not in re.sub(r'""".*?"""', "", source, flags=re.S), module

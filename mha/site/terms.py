@@ -133,11 +133,50 @@ TERMS: dict[str, Term] = {
         "打乱输入词元的顺序，输出只是跟着同样打乱，数值不变：自注意力本身不知道词序。",
         "Shuffle the input tokens and the outputs are shuffled the same way, values unchanged: "
         "self-attention alone does not know word order."),
-    "positional_encoding": Term("位置编码", "positional encoding", "",
-                                "加进嵌入的位置信息；没有它（或因果掩码这类结构），自注意力分不出词序。",
-                                "Information about position added to the embeddings; without "
-                                "it (or a structure such as a causal mask), self-attention "
-                                "cannot tell word order."),
+    "positional_encoding": Term(
+        "位置编码", "positional encoding", "",
+        "告诉模型每个词元在哪儿：或者加进嵌入（正余弦位置编码、可学习的位置嵌入），或者按位置旋转查询和键"
+        "（旋转位置编码）；没有它（或因果掩码这类结构），自注意力分不出词序。比喻里，前者像在每页证据上"
+        "盖页码（绝对位置），后者像只在乎两页隔了多远的侦探（相对位置）。",
+        "Information about where each token stands, either added to the embeddings (sinusoidal "
+        "or learned) or used to rotate the queries and keys (RoPE); without it, or a structure "
+        "such as a causal mask, self-attention cannot tell word order. In the story: page "
+        "numbers stamped on the evidence (absolute position), or detectives who only care how "
+        "far apart two pages are (relative position)."),
+    "sinusoidal_encoding": Term(
+        "正余弦位置编码", "sinusoidal positional encoding", "PE_p",
+        "原版 Transformer 的固定位置表：第 p 行由 p 乘上一组由快到慢的频率后取 sin、cos 得到，"
+        "加进第 p 个词元的嵌入；两行的点积只取决于它们相隔多远。",
+        "The original Transformer's fixed table: row p holds the sines and cosines of p times a "
+        "series of ever lower frequencies and is added to the embedding of token p; the dot "
+        "product of two rows depends only on how far apart they are."),
+    "learned_position_embedding": Term(
+        "可学习的位置嵌入", "learned position embedding", "",
+        "每个位置一行、和模型一起训练出来的向量表，加进嵌入（BERT、GPT-2 都这么做）；表有多少行，"
+        "模型就只认得多少个位置。",
+        "A table of one trained vector per position, added to the embeddings (as in BERT and "
+        "GPT-2); the model knows no position past the table's last row."),
+    "rope": Term(
+        "旋转位置编码", "rotary position embedding (RoPE)", r"R^d_{\Theta,m}",
+        "不动嵌入，而是在每个注意力头里把查询和键按位置成对旋转：位置 m 的第 i 对转 mθ_i。这样查询"
+        "和键的点积只取决于两者的距离 m − n（Su 等，2021）。",
+        "Leaves the embeddings alone and rotates each head's queries and keys pair by pair: pair "
+        "i of position m turns by mθ_i. Their dot product then depends only on the distance "
+        "m − n (Su et al., 2021)."),
+    "absolute_position": Term(
+        "绝对位置", "absolute position", "p",
+        "词元在序列里的序号，从 0 数起；比喻里是盖在每页证据上的页码。正余弦位置编码和可学习的位置嵌入"
+        "都把它加进嵌入。",
+        "A token's index in the sequence, counted from 0; in the story, the page number stamped "
+        "on each piece of evidence. The sinusoidal table and learned position embeddings add it "
+        "to the embeddings."),
+    "relative_position": Term(
+        "相对位置", "relative position", "m - n",
+        "两个词元相隔多远：查询在 m、键在 n 时是 m − n；比喻里是只在乎两页隔了几页的侦探。旋转位置编码"
+        "算出的分数只取决于它。",
+        "How far apart two tokens are: m − n for a query at m and a key at n; in the story, "
+        "the detectives who only care how many pages lie between two pages. The scores RoPE "
+        "gives depend on it alone."),
     "mask": Term("掩码", "mask", "M",
                  "规定哪些键对某个查询不可见；被遮住的位置权重为 0。d2l 中文版把这种遮挡叫“掩蔽”"
                  "（如“掩蔽 softmax”）。",

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from .. import experiments
 from ..head_roles import study
 from ...models.minilm import load_minilm
-from . import applications, longrange, realheads, speed, tables
+from . import applications, longrange, positions, realheads, speed, tables
 from . import walkthrough as walk
 from ._style import style
 from .case import CASE_ORDER, CAST, EMBEDDING_ROWS, case_tokens
@@ -45,6 +45,12 @@ def _window(lang: str, n: int = 12, window: int = 2, layers: int = 6):
 
     return longrange.plot_window(n, window,
                                  experiments.reach(sliding_window_mask(n, window), layers), lang)
+
+
+def _word_order(lang: str):
+    """The case and the case with "key" and "desk" swapped, for one detective."""
+    result = experiments.word_order_experiment(CASE_ORDER[lang], swap=positions.SWAP)
+    return positions.plot_word_order(result, lang)
 
 
 def _benchmark_run() -> dict:
@@ -101,6 +107,11 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "speed-blocks": lambda lang: speed.plot_blocks(speed.block_map(8 * 64, 64), lang),
     "real-heads-roles": _real_roles,
     "real-heads-examples": _real_examples,
+    "positions-table": lambda lang: positions.plot_table(
+        experiments.position_table_experiment(), lang),
+    "positions-rope": lambda lang: positions.plot_relative(
+        experiments.relative_scores_experiment(), lang),
+    "positions-shuffle": _word_order,
 }
 
 #: Source files under ``mha/`` each figure and table depends on, besides the core and
@@ -124,6 +135,12 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "speed-blocks": ("site/plots/speed.py", "site/plots/_draw.py"),
     "real-heads-roles": ("site/plots/realheads.py", *_MODEL),
     "real-heads-examples": ("site/plots/realheads.py", "site/plots/_draw.py", *_MODEL),
+    "positions-table": ("site/experiments.py", "site/plots/positions.py", "site/plots/_draw.py",
+                        "site/plots/case.py"),
+    "positions-rope": ("site/experiments.py", "site/plots/positions.py", "site/plots/_draw.py",
+                       "site/plots/case.py"),
+    "positions-shuffle": ("site/experiments.py", "site/plots/positions.py", "site/plots/_draw.py",
+                          "site/plots/case.py"),
     # Tables are cached by the same hook, on the same kind of key.
     "head-roles": ("site/plots/realheads.py", *_MODEL),
     "benchmark": ("site/plots/tables.py", "site/data/benchmark.json"),

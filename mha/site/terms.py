@@ -219,6 +219,13 @@ TERMS: dict[str, Term] = {
                              "把至少一半注意力放在标点符号（句号、逗号、问号……）上的注意力头。",
                              "A head that puts at least half of its attention on punctuation "
                              "(full stops, commas, question marks...)."),
+    "within_word_head": Term("词内头", "within-word head", "",
+                             "一种注意力头：分词器把一个词切成几个词元时，后面的词元平均把至少一半注意力放在"
+                             "同一个词里紧挨着的前一个词元上，跨过词与词的分界时则不到一半。",
+                             "A head in which, when the tokenizer cuts a word into several tokens, "
+                             "each later piece puts on average at least half of its attention on "
+                             "the piece just before it in the same word, and less than half on the "
+                             "token before it across a word boundary."),
     "broad_head": Term("广角头", "broad head", "",
                        "注意力铺得很开的注意力头：平均而言，熵至少是最大值 log n 的 0.85。",
                        "A head whose attention is spread wide: on average, its entropy is at "

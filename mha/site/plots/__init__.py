@@ -15,7 +15,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import experiments
-from ..head_roles import study
+from ..head_roles import SENTENCES_ZH, study, word_links
+from ...models.e5 import load_e5
 from ...models.minilm import load_minilm
 from . import applications, longrange, positions, realheads, speed, tables
 from . import walkthrough as walk
@@ -25,8 +26,8 @@ from .projections import plot_shared_projection
 from .scores import plot_scaling
 from ..terms import LANGUAGES, TERMS, term
 
-__all__ = ["CAST", "FIGURES", "LANGUAGES", "TABLES", "TERMS", "case_tokens", "plot_scaling",
-           "plot_shared_projection", "style", "term"]
+__all__ = ["CAST", "CHINESE_TOKENS", "FIGURES", "LANGUAGES", "TABLES", "TERMS", "case_tokens",
+           "plot_scaling", "plot_shared_projection", "style", "term"]
 
 
 def _case(lang: str) -> list:
@@ -85,6 +86,23 @@ def _head_role_table(lang: str) -> str:
     return realheads.role_table(study(), lang)
 
 
+def _study_zh():
+    """multilingual-e5-small's head-role study on the Chinese study set."""
+    return study(SENTENCES_ZH, load_e5())
+
+
+def _zh_case(lang: str):
+    """The case sentence through multilingual-e5-small: the heads of `realheads.case_heads`,
+    the within-word junctions of the case (侦 探) outlined."""
+    model = load_e5()
+    links = word_links(model=model)
+    out = model.forward(realheads.EXAMPLE_ZH)
+    junctions = tuple(q for sentence, q, _ in links.pairs if sentence == 0)  # SENTENCES_ZH[0]
+    return realheads.plot_examples(out.tokens, out.attentions,
+                                   realheads.case_heads(_study_zh(), links), lang,
+                                   special=out.special_tokens, cols=1, junctions=junctions)
+
+
 #: Every figure the site shows: file stem -> function of the language returning a Figure.
 #: The names of the modules each one depends on (besides the core) are in ``DEPENDS``.
 FIGURES: dict[str, Callable[[str], Figure]] = {
@@ -107,6 +125,8 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "speed-blocks": lambda lang: speed.plot_blocks(speed.block_map(8 * 64, 64), lang),
     "real-heads-roles": _real_roles,
     "real-heads-examples": _real_examples,
+    "real-heads-zh-case": _zh_case,
+    "real-heads-zh-roles": lambda lang: realheads.plot_roles(_study_zh(), lang),
     "positions-table": lambda lang: positions.plot_table(
         experiments.position_table_experiment(), lang),
     "positions-rope": lambda lang: positions.plot_relative(
@@ -114,10 +134,19 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "positions-shuffle": _word_order,
 }
 
+#: Figures whose tick labels are the tokens of a Chinese sentence in every language (the case
+#: read by multilingual-e5-small): their titles and axis labels are in the page's language, the
+#: tokens stay as the model read them (the English page glosses them in its text).
+CHINESE_TOKENS: frozenset[str] = frozenset({"real-heads-zh-case"})
+
 #: Source files under ``mha/`` each figure and table depends on, besides the core and
 #: ``site/plots/_style.py`` and ``site/terms.py``: the build redraws one only when they change.
 _MODEL = ("site/head_roles.py", "models/minilm.py", "models/encoder.py", "models/wordpiece.py",
-          "models/safetensors.py", "models/weights.py")
+          "models/safetensors.py", "models/weights.py", "models/sentencepiece.py")
+#: multilingual-e5-small and the study (which imports both models, and the word-piece test
+#: of wordpiece.py).
+_E5 = ("site/head_roles.py", "models/e5.py", "models/e5bin.py", "models/sentencepiece.py",
+       "models/encoder.py", "models/weights.py", "models/wordpiece.py")
 _WALK = ("site/experiments.py", "site/plots/walkthrough.py", "site/plots/_draw.py",
          "site/plots/case.py")
 DEPENDS: dict[str, tuple[str, ...]] = {
@@ -135,6 +164,8 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "speed-blocks": ("site/plots/speed.py", "site/plots/_draw.py"),
     "real-heads-roles": ("site/plots/realheads.py", *_MODEL),
     "real-heads-examples": ("site/plots/realheads.py", "site/plots/_draw.py", *_MODEL),
+    "real-heads-zh-case": ("site/plots/realheads.py", "site/plots/_draw.py", *_E5),
+    "real-heads-zh-roles": ("site/plots/realheads.py", *_E5),
     "positions-table": ("site/experiments.py", "site/plots/positions.py", "site/plots/_draw.py",
                         "site/plots/case.py"),
     "positions-rope": ("site/experiments.py", "site/plots/positions.py", "site/plots/_draw.py",
@@ -143,6 +174,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
                           "site/plots/case.py"),
     # Tables are cached by the same hook, on the same kind of key.
     "head-roles": ("site/plots/realheads.py", *_MODEL),
+    "head-roles-e5": ("site/plots/realheads.py", *_E5),
     "benchmark": ("site/plots/tables.py", "site/data/benchmark.json"),
     "benchmark-ladder": ("site/plots/tables.py", "site/data/benchmark.json"),
     "glossary": ("site/plots/tables.py",),
@@ -152,6 +184,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
 #: -> function of the language returning a Markdown table.
 TABLES: dict[str, Callable[[str], str]] = {
     "head-roles": _head_role_table,
+    "head-roles-e5": lambda lang: realheads.role_table(_study_zh(), lang),
     "benchmark": lambda lang: tables.benchmark_table(_benchmark_run(), lang),
     "benchmark-ladder": lambda lang: tables.ladder_table(_benchmark_run(), lang),
     "glossary": lambda lang: tables.glossary_table(TERMS, lang),

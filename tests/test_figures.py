@@ -12,7 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from mha.site.experiments import scaling_experiment
-from mha.site.plots import DEPENDS, FIGURES, LANGUAGES, TABLES, TERMS, term
+from mha.site.plots import CHINESE_TOKENS, DEPENDS, FIGURES, LANGUAGES, TABLES, TERMS, term
 from mha.site.plots._style import MissingGlyphError, render_svg, style
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +55,12 @@ def test_figure_is_labelled_in_its_language_and_draws_every_glyph(name, lang, tm
     text = figure_texts(fig)
     if lang == "zh":
         assert CJK.search(text), text
+    elif name in CHINESE_TOKENS:  # the tokens of a Chinese sentence, as the model read them
+        ticks = {label for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                 for tick in axis.get_major_ticks() for label in (tick.label1, tick.label2)}
+        assert any(CJK.search(t.get_text()) for t in ticks)
+        others = fig.findobj(lambda a: hasattr(a, "get_text") and a not in ticks)
+        assert not CJK.search("\n".join(a.get_text() for a in others))
     else:
         assert not CJK.search(text), text
     svg = render_svg(fig)  # raises MissingGlyphError on any character no font can draw

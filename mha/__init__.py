@@ -13,7 +13,10 @@ The numeric core imports only NumPy. Public API:
 - `sinusoidal_positions`, `rope`: where each token stands, as the original Transformer's
   sinusoidal table (added to the embeddings) or as rotary position embedding (rotating queries
   and keys; ``MultiHeadAttention(..., rope=True)``).
-- `MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays.
+- `MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays; its ``backward``
+  gives the gradients of the input and every weight.
+- `softmax_backward`, `attention_backward`: the backward pass of softmax and of attention,
+  derived by hand (vector-Jacobian products), for training in NumPy.
 
 Bad input raises ``TypeError`` (wrong kind) or ``ValueError`` (wrong shape or value) naming the
 argument and the shapes; a result that overflows the inputs' dtype raises ``ValueError`` rather
@@ -26,6 +29,7 @@ come from a separately installed wheel, read by `mha.models.safetensors`); it is
 """
 
 from .attention import attention_scores, scaled_dot_product_attention, softmax
+from .backward import attention_backward, softmax_backward
 from .chunked import chunked_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention
@@ -44,4 +48,6 @@ __all__ = [
     "sinusoidal_positions",
     "rope",
     "MultiHeadAttention",
+    "softmax_backward",
+    "attention_backward",
 ]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import (all_finite, as_visible_mask, check_flag, check_seed, check_sizes,
-                      check_tokens, check_weight, overflow_error)
+from ._checks import (all_finite, as_float_array, as_visible_mask, check_flag, check_scale,
+                      check_seed, check_sizes, check_tokens, check_weight, overflow_error)
 from .attention import _attend
+from .backward import _attention_backward_from_weights
 from .positions import _rotate
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
@@ -107,6 +108,9 @@ class MultiHeadAttention:
         ``0, 1, ..., n - 1`` (rotary position embedding); ``d_k`` must then be even. Only for
         self-attention. It draws no random numbers: the same seed gives the same weights either
         way.
+    scale : float, optional
+        The factor applied to every head's scores ``q k^T``. Defaults to $1/\sqrt{d_k}$
+        (the paper's); ``scale=1.0`` gives unscaled dot products (to see why the paper scales).
 
     Attributes
     ----------
@@ -128,11 +132,11 @@ class MultiHeadAttention:
     ------
     TypeError
         If ``d_model``, ``h``, ``d_k`` or ``d_v`` is not an integer, ``seed`` is none of
-        None, an integer, a Generator, a BitGenerator or a SeedSequence, or ``rope`` is not a
-        bool.
+        None, an integer, a Generator, a BitGenerator or a SeedSequence, ``rope`` is not a
+        bool, or ``scale`` is not a real number.
     ValueError
         If one of them is < 1 (``seed`` < 0), ``d_model`` is not divisible by ``h`` when
-        ``d_k`` is not given, or ``rope`` is True and ``d_k`` is odd.
+        ``d_k`` is not given, ``rope`` is True and ``d_k`` is odd, or ``scale`` is not finite.
 
     Notes
     -----
@@ -163,10 +167,13 @@ class MultiHeadAttention:
     """
 
     def __init__(self, d_model: int, h: int, d_k: int | None = None, d_v: int | None = None,
-                 *, seed=None, rope: bool = False):
+                 *, seed=None, rope: bool = False, scale: float | None = None):
         d_model, h, d_k, d_v = check_sizes(d_model, h, d_k, d_v)  # d_k, d_v: d_model // h
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
         self.rope = check_flag(rope, "rope")
+        if scale is not None:
+            scale = float(check_scale(scale, d_k, np.dtype(np.float64)))
+        self.scale = scale  # None: 1 / sqrt(d_k), in the dtype of each call
         if self.rope and d_k % 2:
             raise ValueError(f"rope=True needs an even d_k (RoPE rotates pairs of dimensions), "
                              f"got d_k={d_k}")
@@ -179,7 +186,8 @@ class MultiHeadAttention:
 
     def __repr__(self) -> str:
         return (f"MultiHeadAttention(d_model={self.d_model}, h={self.h}, d_k={self.d_k}, "
-                f"d_v={self.d_v}{', rope=True' if self.rope else ''})")
+                f"d_v={self.d_v}{', rope=True' if self.rope else ''}"
+                f"{'' if self.scale is None else f', scale={self.scale!r}'})")
 
     def forward(self, x, mask=None, *, context=None, return_weights: bool = False):
         """Apply the layer.
@@ -234,7 +242,8 @@ class MultiHeadAttention:
             - ``"q"`` ``(..., h, n, d_k)``, ``"k"`` ``(..., h, m, d_k)``, ``"v"``
               ``(..., h, m, d_v)``: each head's queries, keys and values (with ``rope=True``,
               the queries and keys after the rotation);
-            - ``"scores"`` ``(..., h, n, m)``: ``q k^T / sqrt(d_k)`` before the mask, the very
+            - ``"scores"`` ``(..., h, n, m)``: ``q k^T / sqrt(d_k)`` (``scale * q k^T``)
+              before the mask, the very
               array the weights were computed from;
             - ``"weights"`` ``(..., h, n, m)``: after the mask and softmax;
             - ``"heads"`` ``(..., h, n, d_v)``: each head's weighted sum of its values;
@@ -254,8 +263,117 @@ class MultiHeadAttention:
         """
         return self._run(x, mask, context, keep=True)
 
-    def _run(self, x, mask, context, keep: bool) -> dict:
-        """The forward pass; with ``keep``, every stage is returned (see `trace`)."""
+    def backward(self, x, d_out, mask=None, *, context=None) -> dict:
+        r"""Gradients of a loss with respect to the input and every weight, by hand.
+
+        Recomputes the forward pass on the same arguments (the layer caches nothing between
+        calls) and runs it backwards. The weights are not changed: an optimiser does that.
+
+        Parameters
+        ----------
+        x : ndarray of shape ``(n, d_model)`` or ``(b, n, d_model)``
+        d_out : ndarray of the output's shape ``(n, d_model)`` or ``(b, n, d_model)``
+            The gradient of the loss with respect to the layer's output.
+        mask, context
+            As in `forward`.
+
+        Returns
+        -------
+        dict of str to ndarray
+            ``"x"`` (the shape of ``x``), ``"W_Q"``, ``"W_K"``, ``"W_V"``, ``"W_O"`` (the shapes
+            of the weights, summed over the batch) and ``"context"`` (the shape of ``context``,
+            or None for self-attention, where ``x`` plays both parts and ``"x"`` holds the sum
+            of both paths). All in the forward's dtype: float32 input gives float32 gradients.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As `forward`, and a ``ValueError`` if ``d_out`` does not have the output's shape
+            or holds NaN or inf, or a gradient overflows the dtype.
+
+        Notes
+        -----
+        With $Q_i = X W_i^Q$, $K_i = C W_i^K$, $V_i = C W_i^V$, $H = \operatorname{Concat}_i
+        \operatorname{Attention}(Q_i, K_i, V_i)$ and $Y = H W^O$, every product
+        $Y = A B$ sends $dA = dY B^\top$ and $dB = A^\top dY$ back:
+
+        $$
+        dW^O = H^\top dY, \qquad dH = dY\, (W^O)^\top,
+        $$
+        $$
+        dW_i^Q = X^\top dQ_i, \quad dW_i^K = C^\top dK_i, \quad dW_i^V = C^\top dV_i, \quad
+        dX = \textstyle\sum_i dQ_i (W_i^Q)^\top, \quad
+        dC = \sum_i dK_i (W_i^K)^\top + dV_i (W_i^V)^\top,
+        $$
+
+        with $dQ_i, dK_i, dV_i$ from `mha.attention_backward` applied to head $i$'s slice of
+        $dH$. In self-attention $C = X$, so $X$ receives $dX + dC$. With ``rope=True`` the
+        rotation $R_p$ of each position is orthogonal, so the gradients of the rotated queries
+        and keys go back through $R_p^\top = R_{-p}$ before the projections.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mha import MultiHeadAttention, causal_mask
+        >>> layer = MultiHeadAttention(d_model=8, h=2, seed=0)
+        >>> x = np.random.default_rng(1).normal(size=(5, 8))
+        >>> target = np.zeros((5, 8))
+        >>> def loss(x):                                   # L = 0.5 * |y - target|^2
+        ...     return 0.5 * ((layer(x, mask=causal_mask(5)) - target) ** 2).sum()
+        >>> grads = layer.backward(x, layer(x, mask=causal_mask(5)) - target, mask=causal_mask(5))
+        >>> sorted(grads), grads["W_Q"].shape
+        (['W_K', 'W_O', 'W_Q', 'W_V', 'context', 'x'], (8, 2, 4))
+        >>> e = np.zeros_like(x); e[3, 2] = 1e-6            # one entry of dL/dx, checked
+        >>> bool(np.isclose((loss(x + e) - loss(x - e)) / 2e-6, grads["x"][3, 2]))
+        True
+        """
+        s = self._run(x, mask, context, keep=True, keep_scores=False)
+        x, context, h, d_model = s["x"], s["context"], self.h, self.d_model
+        dtype = s["output"].dtype
+        d_out = as_float_array(d_out, "d_out")
+        if d_out.shape != s["output"].shape:
+            raise ValueError(f"d_out must have the layer output's shape {s['output'].shape} "
+                             f"(x {x.shape}), got {d_out.shape}")
+        d_out = d_out.astype(dtype, copy=False)
+        W_O = self.W_O.astype(dtype, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            # Y = H W^O: (..., n, h*d_v) x (h*d_v, d_model)
+            dW_O = s["concat"].reshape(-1, h * self.d_v).T @ d_out.reshape(-1, d_model)
+            d_heads = split_heads(d_out @ W_O.T, h)                    # (..., h, n, d_v)
+        dq, dk, dv = _attention_backward_from_weights(
+            s["q"], s["k"], s["v"], s["weights"], d_heads, s["scale"])  # (..., h, n|m, d)
+        if self.rope:  # back through the rotation: R_p^T = R_{-p}
+            positions = -np.arange(x.shape[-2])
+            dq, dk = _rotate(dq, positions, 10000.0), _rotate(dk, positions, 10000.0)
+        dq, dk, dv = merge_heads(dq), merge_heads(dk), merge_heads(dv)  # (..., n|m, h*d)
+        flat = [W.reshape(d_model, -1).astype(dtype, copy=False)
+                for W in (self.W_Q, self.W_K, self.W_V)]
+        with np.errstate(over="ignore", invalid="ignore"):
+            x2 = x.reshape(-1, d_model)                                 # (b*n, d_model)
+            if context is x:  # one product for the three roles, as in the forward
+                d_qkv = np.concatenate([dq, dk, dv], axis=-1)           # (..., n, h*(2d_k+d_v))
+                d_fused = x2.T @ d_qkv.reshape(len(x2), -1)             # (d_model, h*(...))
+                dW = np.split(d_fused, [h * self.d_k, 2 * h * self.d_k], axis=1)
+                dx = d_qkv @ np.concatenate(flat, axis=1).T             # (..., n, d_model)
+                d_context = None
+            else:
+                c2 = context.reshape(-1, d_model)                       # (b*m, d_model)
+                dW = [x2.T @ dq.reshape(len(x2), -1), c2.T @ dk.reshape(len(c2), -1),
+                      c2.T @ dv.reshape(len(c2), -1)]
+                dx = dq @ flat[0].T
+                d_context = dk @ flat[1].T + dv @ flat[2].T
+        grads = {"x": dx, "context": d_context,
+                 "W_Q": dW[0].reshape(self.W_Q.shape), "W_K": dW[1].reshape(self.W_K.shape),
+                 "W_V": dW[2].reshape(self.W_V.shape), "W_O": dW_O}
+        for name, grad in grads.items():
+            if grad is not None and not all_finite(grad):
+                raise overflow_error(f"the gradient of {name}", dtype, x=x.shape,
+                                     context=context.shape)
+        return grads
+
+    def _run(self, x, mask, context, keep: bool, keep_scores: bool = True) -> dict:
+        """The forward pass; with ``keep``, every stage is returned (see `trace`), with the
+        scores only if ``keep_scores`` (`backward` needs every stage but them, and the scale)."""
         d_model, h, d_k, d_v = self.d_model, self.h, self.d_k, self.d_v
         if self.rope and context is not None:
             raise ValueError("context= (cross-attention) is not supported with rope=True: RoPE "
@@ -292,8 +410,8 @@ class MultiHeadAttention:
             with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
                 q, k = _rotate(q, positions, 10000.0), _rotate(k, positions, 10000.0)
 
-        scale = dtype.type(1.0 / np.sqrt(d_k))
-        heads, weights, scores = _attend(q, k, v, visible, scale, keep_scores=keep)
+        scale = check_scale(self.scale, d_k, dtype)  # 1 / sqrt(d_k) unless the layer says
+        heads, weights, scores = _attend(q, k, v, visible, scale, keep_scores=keep and keep_scores)
         # heads (..., h, n, d_v), weights and scores (..., h, n, m)
         concat = merge_heads(heads)                                   # (..., n, h*d_v)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -302,7 +420,10 @@ class MultiHeadAttention:
             raise overflow_error("the layer's output", dtype, x=x.shape, context=context.shape)
         if not keep:
             return {"output": output, "weights": weights}
-        return {"x": x, "context": context, "q": q, "k": k, "v": v, "scores": scores,
-                "weights": weights, "heads": heads, "concat": concat, "output": output}
+        stages = {"x": x, "context": context, "q": q, "k": k, "v": v, "scores": scores,
+                  "weights": weights, "heads": heads, "concat": concat, "output": output}
+        if not keep_scores:
+            stages["scale"] = scale
+        return stages
 
     __call__ = forward

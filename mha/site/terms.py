@@ -233,6 +233,70 @@ TERMS: dict[str, Term] = {
 }
 
 
+# Training (the chapter training.md): the block around attention, the backward pass and the
+# optimiser, and the head found in trained models that copies what came next last time.
+TERMS.update({
+    "loss": Term("损失", "loss", "L",
+                 "一个数，衡量模型在一批样本上错得有多厉害；训练就是一步步改权重，让它变小。",
+                 "One number that says how badly the model did on a batch; training changes the "
+                 "weights, step by step, to make it smaller."),
+    "cross_entropy": Term("交叉熵", "cross-entropy", r"-\log p_{\text{target}}",
+                          "分类任务常用的损失：模型给正确答案的概率取对数再取负，答对且有把握时接近 0。",
+                          "The usual loss for choosing one answer out of many: minus the log of "
+                          "the probability the model gave the right one; near 0 when it is right "
+                          "and sure."),
+    "gradient": Term("梯度", "gradient", r"\partial L / \partial W",
+                     "损失对每个权重的偏导数，和权重形状相同：指出往哪个方向改权重，损失涨得最快。",
+                     "The partial derivative of the loss with respect to each weight, in the "
+                     "weight's shape: the direction in which the loss grows fastest."),
+    "backward_pass": Term("反向传播", "backward pass", "",
+                          "用链式法则从损失倒推回输入，逐层算出梯度（backpropagation）；每一步把“对输出的梯度”"
+                          "变成“对输入的梯度”。",
+                          "Computing the gradients from the loss back towards the input with the "
+                          "chain rule (backpropagation): each step turns the gradient with "
+                          "respect to its output into gradients with respect to its inputs."),
+    "jacobian": Term("雅可比矩阵", "Jacobian", r"\partial p_i / \partial s_j",
+                     "一个函数每个输出对每个输入的偏导数排成的矩阵；softmax 的是 p_i(δ_ij − p_j)。",
+                     "The matrix of partial derivatives of every output of a function with respect "
+                     "to every input; softmax's is p_i(δ_ij − p_j)."),
+    "finite_difference": Term("有限差分", "finite difference", "",
+                              "把输入往两边各挪一小步，看输出变了多少，以此估计导数；用来核对手推的梯度。",
+                              "Estimating a derivative by nudging an input a tiny step each way and "
+                              "measuring how the output moves; used to check gradients derived by "
+                              "hand."),
+    "learning_rate": Term("学习率", "learning rate", r"\eta",
+                          "每一步改权重时迈多大的步子。",
+                          "How big a step each update takes when it changes the weights."),
+    "adam": Term("Adam", "Adam", "",
+                 "一种常用的优化器（Kingma 与 Ba，2015）：按每个权重梯度的滑动平均及其平方的滑动平均，"
+                 "给每个权重定各自的步长。",
+                 "A widely used optimiser (Kingma and Ba 2015): each weight's step is set from "
+                 "running averages of its gradient and of its squared gradient."),
+    "residual_connection": Term("残差连接", "residual connection", "x + f(x)",
+                                "把一个子层的输出加到它的输入上，而不是替换输入。",
+                                "Adding a sub-layer's output to its input instead of replacing "
+                                "the input."),
+    "residual_stream": Term("残差流", "residual stream", "",
+                            "每个词元一路穿过各层的那个向量：每层读它，再把自己的输出加上去。",
+                            "The vector of each token as it passes through the layers: every "
+                            "layer reads it and adds its output to it."),
+    "layer_norm": Term("层归一化", "LayerNorm", r"\operatorname{LayerNorm}",
+                       "把每个词元的向量在它自己的各分量上调成均值 0、方差 1，再乘可学习的缩放、加可学习的平移。",
+                       "Rescales each token's vector over its own components to mean 0 and "
+                       "variance 1, then applies a learned scale and shift."),
+    "feed_forward_network": Term("前馈网络", "feed-forward network", r"\operatorname{FFN}",
+                                 "Transformer 块里注意力之后的第二个子层：两层全连接，对每个词元单独作用。",
+                                 "The second sub-layer of a Transformer block, after attention: "
+                                 "two fully connected layers applied to each token on its own."),
+    "induction_head": Term("诱导头", "induction head", "",
+                           "一种注意力头：当前词元以前出现过时，它看向上次出现处的后一个词元，好把那个词接着抄下来"
+                           "（… A B … A → B）。",
+                           "A head that, when the current token appeared earlier, attends to the "
+                           "token that came after it last time, so as to copy it "
+                           "(… A B … A → B)."),
+})
+
+
 # The story's cast and props (the mapping the home page's #the-case section spells out), and
 # the text the site grew from.
 TERMS.update({

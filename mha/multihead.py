@@ -225,7 +225,7 @@ class MultiHeadAttention:
             to a layer with ``rope=True``.
         """
         return_weights = check_flag(return_weights, "return_weights")
-        stages = self._run(x, mask, context, keep=False)
+        stages = self._run(x, mask, context, "forward")
         return (stages["output"], stages["weights"]) if return_weights else stages["output"]
 
     def trace(self, x, mask=None, *, context=None) -> dict:
@@ -261,7 +261,7 @@ class MultiHeadAttention:
          'scores': (4, 8, 8), 'weights': (4, 8, 8), 'heads': (4, 8, 4), 'concat': (8, 16),
          'output': (8, 16)}
         """
-        return self._run(x, mask, context, keep=True)
+        return self._run(x, mask, context, "trace")
 
     def backward(self, x, d_out, mask=None, *, context=None) -> dict:
         r"""Gradients of a loss with respect to the input and every weight, by hand.
@@ -327,12 +327,12 @@ class MultiHeadAttention:
         >>> bool(np.isclose((loss(x + e) - loss(x - e)) / 2e-6, grads["x"][3, 2]))
         True
         """
-        s = self._run(x, mask, context, keep=True, keep_scores=False)
+        s = self._run(x, mask, context, "backward")
         x, context, h, d_model = s["x"], s["context"], self.h, self.d_model
-        dtype = s["output"].dtype
+        dtype, out_shape = s["concat"].dtype, x.shape[:-1] + (d_model,)
         d_out = as_float_array(d_out, "d_out")
-        if d_out.shape != s["output"].shape:
-            raise ValueError(f"d_out must have the layer output's shape {s['output'].shape} "
+        if d_out.shape != out_shape:
+            raise ValueError(f"d_out must have the layer output's shape {out_shape} "
                              f"(x {x.shape}), got {d_out.shape}")
         d_out = d_out.astype(dtype, copy=False)
         W_O = self.W_O.astype(dtype, copy=False)
@@ -341,7 +341,7 @@ class MultiHeadAttention:
             dW_O = s["concat"].reshape(-1, h * self.d_v).T @ d_out.reshape(-1, d_model)
             d_heads = split_heads(d_out @ W_O.T, h)                    # (..., h, n, d_v)
         dq, dk, dv = _attention_backward_from_weights(
-            s["q"], s["k"], s["v"], s["weights"], d_heads, s["scale"])  # (..., h, n|m, d)
+            s["q"], s["k"], s["v"], s["weights"], s["heads"], d_heads, s["scale"])  # (..., h, n|m, d)
         if self.rope:  # back through the rotation: R_p^T = R_{-p}
             positions = -np.arange(x.shape[-2])
             dq, dk = _rotate(dq, positions, 10000.0), _rotate(dk, positions, 10000.0)
@@ -371,9 +371,11 @@ class MultiHeadAttention:
                                      context=context.shape)
         return grads
 
-    def _run(self, x, mask, context, keep: bool, keep_scores: bool = True) -> dict:
-        """The forward pass; with ``keep``, every stage is returned (see `trace`), with the
-        scores only if ``keep_scores`` (`backward` needs every stage but them, and the scale)."""
+    def _run(self, x, mask, context, mode: str) -> dict:
+        """The forward pass. ``mode`` says what to return: ``"forward"`` the output and the
+        weights; ``"trace"`` every stage (see `trace`); ``"backward"`` what `backward` needs:
+        every stage up to the concatenated heads (not the scores, not the output) and the
+        scale."""
         d_model, h, d_k, d_v = self.d_model, self.h, self.d_k, self.d_v
         if self.rope and context is not None:
             raise ValueError("context= (cross-attention) is not supported with rope=True: RoPE "
@@ -411,19 +413,19 @@ class MultiHeadAttention:
                 q, k = _rotate(q, positions, 10000.0), _rotate(k, positions, 10000.0)
 
         scale = check_scale(self.scale, d_k, dtype)  # 1 / sqrt(d_k) unless the layer says
-        heads, weights, scores = _attend(q, k, v, visible, scale, keep_scores=keep and keep_scores)
+        heads, weights, scores = _attend(q, k, v, visible, scale, keep_scores=mode == "trace")
         # heads (..., h, n, d_v), weights and scores (..., h, n, m)
         concat = merge_heads(heads)                                   # (..., n, h*d_v)
+        if mode == "backward":
+            return {"x": x, "context": context, "q": q, "k": k, "v": v, "weights": weights,
+                    "heads": heads, "concat": concat, "scale": scale}
         with np.errstate(over="ignore", invalid="ignore"):
             output = concat @ W_O.astype(dtype, copy=False)           # (..., n, d_model)
         if not all_finite(output):
             raise overflow_error("the layer's output", dtype, x=x.shape, context=context.shape)
-        if not keep:
+        if mode == "forward":
             return {"output": output, "weights": weights}
-        stages = {"x": x, "context": context, "q": q, "k": k, "v": v, "scores": scores,
-                  "weights": weights, "heads": heads, "concat": concat, "output": output}
-        if not keep_scores:
-            stages["scale"] = scale
-        return stages
+        return {"x": x, "context": context, "q": q, "k": k, "v": v, "scores": scores,
+                "weights": weights, "heads": heads, "concat": concat, "output": output}
 
     __call__ = forward

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from mha import MultiHeadAttention
-from mha.site.bench import LADDER_STEPS, SourceDocumentMHA, ladder, main, run
+from mha.site.bench import LADDER_STEPS, SourceDocumentMHA, ladder, main, measure_backward, run
 
 NUMPY_2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 KEPT_RUN = Path(__file__).resolve().parents[1] / "mha" / "site" / "data" / "benchmark.json"
@@ -47,7 +47,7 @@ def test_each_step_of_the_ladder_computes_the_layer():
 def test_benchmark_runs_and_every_implementation_agrees(tmp_path):
     lines = []
     results = run(sizes=(16,), d_model=32, h=4, repeats=1, reference_max_n=16, long_n=2048,
-                  ladder_n=24, log=lines.append)
+                  ladder_n=24, backward_n=20, log=lines.append)
     names = {r["impl"] for r in results["results"]}
     assert {"source", "reference", "fast"} <= names
     for row in results["results"]:
@@ -64,12 +64,63 @@ def test_benchmark_runs_and_every_implementation_agrees(tmp_path):
     long = results["long_sequence"]  # the chunked path on one longer sequence: memory only
     assert long["n"] == 2048 and long["dense_scores_bytes"] == 4 * 2048 * 2048 * 4
     assert 0 < long["chunked_peak_extra_bytes"] < long["dense_scores_bytes"]
+    backward = results["backward"]  # the backward pass at its own length
+    assert (backward["n"], backward["d_model"], backward["h"]) == (20, 32, 4)
+    assert any(line.startswith("backward n=20") for line in lines)
     path = tmp_path / "results.json"
     assert main(["--sizes", "16", "--repeats", "1", "--long-n", "0", "--ladder-n", "0",
-                 "--save", str(path)]) == 0
+                 "--backward-n", "0", "--save", str(path)]) == 0
     saved = json.loads(path.read_text())
     assert saved["machine"]["cpu_count"] and saved["versions"]["numpy"] == np.__version__
-    assert saved["ladder"] is None
+    assert saved["ladder"] is None and saved["backward"] is None
+
+
+def test_backward_measurement_times_both_calls_and_checks_them():
+    """At a tiny n (a smoke test: no time is asserted): mha's forward and backward, and with
+    torch installed PyTorch's forward and forward + backward, each timed on every repeat; the
+    ratios are the quotients of the fastest calls; both libraries compute the same gradients."""
+    lines = []
+    result = measure_backward(MultiHeadAttention(32, 4, seed=0), n=12, repeats=2,
+                              log=lines.append)
+    assert (result["n"], result["d_model"], result["h"], result["dtype"]) == (12, 32, 4,
+                                                                              "float32")
+    seconds, medians = result["seconds"], result["median_seconds"]
+    assert {"forward", "backward"} <= set(seconds) and set(seconds) == set(medians)
+    for name in seconds:
+        assert 0 < seconds[name] <= medians[name], name
+    assert result["backward_over_forward"] == seconds["backward"] / seconds["forward"]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert set(seconds) == {"forward", "backward"} and len(lines) == 1
+        return
+    assert set(seconds) == {"forward", "backward", "torch_forward", "torch_forward_backward"}
+    assert result["torch_backward_over_forward"] == (seconds["torch_forward_backward"]
+                                                     / seconds["torch_forward"])
+    assert result["torch_threads"] >= 1 and len(lines) == 2
+    assert set(result["relative_difference_vs_torch"]) == {"output", "x", "W_O"}
+    assert max(result["relative_difference_vs_torch"].values()) < 1e-5
+
+
+def test_backward_only_merges_into_the_saved_results(tmp_path, monkeypatch):
+    """--backward-only measures the backward pass alone and adds it to the file --save names,
+    leaving the other results (and their date) as they were."""
+    import mha.site.bench as bench
+
+    def tiny(layer, n, dtype, repeats, log=print):  # the same call at n = 8, d_model 16
+        assert (layer.d_model, layer.h, n, np.dtype(dtype)) == (512, 8, 64, np.float32)
+        return measure_backward(MultiHeadAttention(16, 2, seed=0), 8, dtype, repeats, log=log)
+
+    monkeypatch.setattr(bench, "measure_backward", tiny)
+    path = tmp_path / "benchmark.json"
+    path.write_text(json.dumps({"date": "2000-01-01", "results": [1, 2], "backward": "old"}))
+    assert main(["--backward-only", "--backward-n", "64", "--repeats", "1",
+                 "--save", str(path)]) == 0
+    saved = json.loads(path.read_text())
+    assert saved["date"] == "2000-01-01" and saved["results"] == [1, 2]
+    backward = saved["backward"]
+    assert backward["n"] == 8 and backward["repeats"] == 1 and backward["date"] != "2000-01-01"
+    assert backward["versions"]["numpy"] == np.__version__ and backward["machine"]["cpu_count"]
 
 
 def test_the_kept_run_is_what_the_speed_page_says_it_is():

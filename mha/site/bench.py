@@ -3,6 +3,7 @@
     python -m mha.site.bench                  # n = 256, 1024, 4096 (a few minutes)
     python -m mha.site.bench --quick          # n = 256, 1024, fewer repeats (under a minute)
     python -m mha.site.bench --save mha/site/data/benchmark.json   # the run the site shows
+    python -m mha.site.bench --backward-only --save mha/site/data/benchmark.json  # merge in
 
 The full run also measures the chunked path's peak extra memory on one sequence of n = 16384.
 With PyTorch installed it adds PyTorch's column; a CPU-only reference environment is made as in
@@ -19,6 +20,12 @@ Measured in one process on the same float32 inputs (d_model = 512, h = 8 by defa
 - ``chunked``: the same projections with ``mha.chunked_attention`` (never stores n x n);
 - ``torch``: PyTorch's ``scaled_dot_product_attention`` with the same projections, when torch is
   installed: one unbatched sequence, on the threads PyTorch chooses.
+
+Then the backward pass (`measure_backward`), at n = 1024 by default: one
+``MultiHeadAttention.backward`` call (which recomputes the forward) against one ``forward`` call,
+and, with torch, PyTorch autograd on the same projections (forward and ``backward()`` against a
+forward under ``torch.no_grad()``): the two ratios. ``--backward-only`` measures just this and
+merges it, under the key ``"backward"``, into the JSON file that ``--save`` names.
 
 Then the ladder (`ladder`, `measure_ladder`), at n = 1024 by default: the source class, then the
 same class with one more change at each step, up to ``mha``'s fast path, so that the run says
@@ -56,7 +63,7 @@ import numpy as np
 
 from ..multihead import MultiHeadAttention, merge_heads, split_heads
 
-__all__ = ["LADDER_STEPS", "SourceDocumentMHA", "ladder", "run", "main"]
+__all__ = ["LADDER_STEPS", "SourceDocumentMHA", "ladder", "measure_backward", "run", "main"]
 
 
 class SourceDocumentMHA:
@@ -331,13 +338,111 @@ def measure_ladder(layer: MultiHeadAttention, n: int = 1024, dtype=np.float32,
     return {"n": n, "repeats": repeats, "steps": rows}
 
 
+def _backward_implementations(layer: MultiHeadAttention, dtype) -> tuple[dict, dict]:
+    """Two dicts name -> function of ``(x, d_out)``: the timed calls, and for the check, the
+    same computations returning ``{"output": ..., "x": dL/dx, "W_O": dL/dW_O}`` as arrays.
+
+    ``forward`` and ``backward`` are ``mha``'s; with torch, ``torch_forward`` is the benchmark's
+    PyTorch layer (`_implementations`) under ``torch.no_grad()`` and ``torch_forward_backward``
+    the same layer with autograd: the gradients of ``x`` and of the fused input projection and
+    ``W_O`` (``mha``'s four weights), ``out.backward(d_out)``, on the threads PyTorch chooses.
+    """
+    calls = {"forward": lambda xd: layer.forward(xd[0]),
+             "backward": lambda xd: layer.backward(xd[0], xd[1])}
+
+    def ours(xd):
+        grads = layer.backward(xd[0], xd[1])
+        return {"output": layer.forward(xd[0]), "x": grads["x"], "W_O": grads["W_O"]}
+
+    checks = {"backward": ours}
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return calls, checks
+    d, h, d_k = layer.d_model, layer.h, layer.d_k
+    w_qkv = np.concatenate([w.reshape(d, -1) for w in (layer.W_Q, layer.W_K, layer.W_V)],
+                           axis=1).astype(dtype)                 # (d_model, 3 h d_k)
+    w_o = layer.W_O.astype(dtype)                                # (h d_v, d_model)
+
+    def layer_torch(x, t_qkv, t_o):
+        q, k, v = (split_heads(a, h) for a in (x @ t_qkv).split(h * d_k, dim=1))  # (h, n, d_k)
+        return merge_heads(F.scaled_dot_product_attention(q, k, v)) @ t_o         # (n, d_model)
+
+    def torch_forward(xd):
+        with torch.no_grad():
+            return layer_torch(torch.from_numpy(xd[0]), torch.from_numpy(w_qkv),
+                               torch.from_numpy(w_o))
+
+    def torch_forward_backward(xd):
+        x, t_qkv, t_o = (torch.from_numpy(a).requires_grad_() for a in (xd[0], w_qkv, w_o))
+        out = layer_torch(x, t_qkv, t_o)
+        out.backward(torch.from_numpy(xd[1]))
+        return out, x, t_o
+
+    def theirs(xd):
+        out, x, t_o = torch_forward_backward(xd)
+        return {"output": out.detach().numpy(), "x": x.grad.numpy(), "W_O": t_o.grad.numpy()}
+
+    calls |= {"torch_forward": torch_forward, "torch_forward_backward": torch_forward_backward}
+    checks["torch"] = theirs
+    return calls, checks
+
+
+def measure_backward(layer: MultiHeadAttention, n: int = 1024, dtype=np.float32,
+                     repeats: int = 7, log=print) -> dict:
+    """Time one ``layer.backward`` against one ``layer.forward`` at length ``n``, and PyTorch
+    autograd's forward and backward against its forward, interleaved, in this process.
+
+    Each call gets a fresh ``x`` and ``d_out`` ``(n, d_model)``. Returns the fastest and median
+    seconds of each call, the ratios ``backward_over_forward`` (``mha``: the backward call
+    includes recomputing the forward) and ``torch_backward_over_forward`` (forward + backward
+    with autograd over a forward under ``no_grad``), PyTorch's thread count, and, with torch,
+    the largest difference between the two libraries' output and gradients of ``x`` and
+    ``W_O``, relative to the largest entry (a check that both compute the same thing).
+    """
+    dtype = np.dtype(dtype)
+    calls, checks = _backward_implementations(layer, dtype)
+    rng = np.random.default_rng(4)
+
+    def make_input():
+        return (rng.normal(size=(n, layer.d_model)).astype(dtype),
+                rng.normal(size=(n, layer.d_model)).astype(dtype))
+
+    times = _time(calls, make_input, repeats)
+    seconds = {name: min(t) for name, t in times.items()}
+    result = {"n": n, "d_model": layer.d_model, "h": layer.h, "dtype": dtype.name,
+              "repeats": repeats, "seconds": seconds,
+              "median_seconds": {name: statistics.median(t) for name, t in times.items()},
+              "backward_over_forward": seconds["backward"] / seconds["forward"]}
+    log(f"backward n={n}: forward {seconds['forward'] * 1e3:.1f} ms, backward (forward "
+        f"included) {seconds['backward'] * 1e3:.1f} ms: x{result['backward_over_forward']:.2f}")
+    if "torch" in checks:
+        import torch
+
+        result["torch_threads"] = torch.get_num_threads()
+        result["torch_backward_over_forward"] = (seconds["torch_forward_backward"]
+                                                 / seconds["torch_forward"])
+        check = make_input()
+        ours, theirs = checks["backward"](check), checks["torch"](check)
+        result["relative_difference_vs_torch"] = {
+            name: float(np.abs(ours[name] - theirs[name]).max() / np.abs(theirs[name]).max())
+            for name in ours}
+        log(f"backward n={n}: torch forward {seconds['torch_forward'] * 1e3:.1f} ms, forward + "
+            f"backward {seconds['torch_forward_backward'] * 1e3:.1f} ms: "
+            f"x{result['torch_backward_over_forward']:.2f} ({result['torch_threads']} threads)")
+    return result
+
+
 def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 5,
         dtype=np.float32, skip=(), reference_max_n: int = 64, source_max_n: int = 4096,
-        long_n: int | None = 16384, ladder_n: int | None = 1024, log=print) -> dict:
+        long_n: int | None = 16384, ladder_n: int | None = 1024,
+        backward_n: int | None = 1024, log=print) -> dict:
     """Run the benchmark and return its results as a JSON-ready dict.
 
     With ``ladder_n``, the steps of `ladder` are also timed at that length (see
-    `measure_ladder`), after the implementations.
+    `measure_ladder`), after the implementations; with ``backward_n``, the backward pass at
+    that length (see `measure_backward`), after the ladder.
     """
     dtype = np.dtype(dtype)
     layer = MultiHeadAttention(d_model, h, seed=0)
@@ -394,26 +499,34 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
     ladder_run = None
     if ladder_n:
         ladder_run = measure_ladder(layer, ladder_n, dtype, repeats, log=log)
+    backward = None
+    if backward_n:
+        backward = measure_backward(layer, backward_n, dtype, repeats, log=log)
     long = None
     if long_n:
         long = long_sequence_memory(long_n, h, d_model // h, dtype)
         log(f"n={long_n} chunked peak extra memory {long['chunked_peak_extra_bytes'] / 2**20:.1f} "
             f"MiB (tracemalloc, output excluded); the {h} dense n x n score matrices alone: "
             f"{long['dense_scores_bytes'] / 2**30:.1f} GiB")
+    return {
+        **_provenance(), "d_model": d_model, "h": h, "dtype": dtype.name,
+        "gemm_gflops": gemm, "results": results, "ratios": ratios, "ladder": ladder_run,
+        "long_sequence": long, "backward": backward,
+    }
+
+
+def _provenance() -> dict:
+    """When, on what machine and with which versions a measurement ran."""
     versions = {"python": platform.python_version(), "numpy": np.__version__}
     try:
         import torch
         versions["torch"] = torch.__version__
     except ImportError:
         pass
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "processor": platform.machine(),
-                    "cpu_count": os.cpu_count()},
-        "versions": versions, "d_model": d_model, "h": h, "dtype": dtype.name,
-        "gemm_gflops": gemm, "results": results, "ratios": ratios, "ladder": ladder_run,
-        "long_sequence": long,
-    }
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"platform": platform.platform(), "processor": platform.machine(),
+                        "cpu_count": os.cpu_count()},
+            "versions": versions}
 
 
 def main(argv=None) -> int:
@@ -427,6 +540,11 @@ def main(argv=None) -> int:
                              "skipped by --quick)")
     parser.add_argument("--ladder-n", type=int, default=1024,
                         help="n at which the ladder of changes is timed (0: skip)")
+    parser.add_argument("--backward-n", type=int, default=1024,
+                        help="n at which the backward pass is timed (0: skip)")
+    parser.add_argument("--backward-only", action="store_true",
+                        help="measure only the backward pass (at --backward-n); with --save, "
+                             "merge it into that file's other results under \"backward\"")
     parser.add_argument("--save", help="write the results as JSON to this path")
     args = parser.parse_args(argv)
     # NumPy's BLAS threads and PyTorch's OpenMP threads share the cores; threads that spin
@@ -435,8 +553,21 @@ def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     sizes = args.sizes or ((256, 1024) if args.quick else (256, 1024, 4096))
     repeats = args.repeats or (3 if args.quick else 7)
-    results = run(sizes=sizes, repeats=repeats, source_max_n=1024 if args.quick else 4096,
-                  long_n=None if args.quick else args.long_n, ladder_n=args.ladder_n or None)
+    if args.backward_only:
+        if not args.backward_n:
+            parser.error("--backward-only needs --backward-n > 0")
+        backward = measure_backward(MultiHeadAttention(512, 8, seed=0), args.backward_n,
+                                    np.float32, repeats)
+        results = {}
+        if args.save and os.path.exists(args.save):
+            with open(args.save, encoding="utf-8") as f:
+                results = json.load(f)
+        # The rest of the file keeps its own date and versions; this part records its own.
+        results["backward"] = {**_provenance(), **backward}
+    else:
+        results = run(sizes=sizes, repeats=repeats, source_max_n=1024 if args.quick else 4096,
+                      long_n=None if args.quick else args.long_n, ladder_n=args.ladder_n or None,
+                      backward_n=args.backward_n or None)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

@@ -19,6 +19,7 @@ from ..head_roles import SENTENCES_ZH, study, word_links
 from ...models.e5 import load_e5
 from ...models.minilm import load_minilm
 from . import applications, longrange, positions, realheads, speed, tables
+from . import training as train_plots
 from . import walkthrough as walk
 from ._style import style
 from .case import CASE_ORDER, CAST, EMBEDDING_ROWS, case_tokens
@@ -61,6 +62,13 @@ def _benchmark_run() -> dict:
 
     path = Path(__file__).parents[1] / "data" / "benchmark.json"
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _training_run() -> dict:
+    """The training run the repository keeps (``python -m mha.site.training --save``)."""
+    from ..training import kept_run
+
+    return kept_run()
 
 
 def _measured(lang: str):
@@ -132,6 +140,12 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "positions-rope": lambda lang: positions.plot_relative(
         experiments.relative_scores_experiment(), lang),
     "positions-shuffle": _word_order,
+    "training-induction-curves": lambda lang: train_plots.plot_induction_curves(_training_run(),
+                                                                                lang),
+    "training-induction-maps": lambda lang: train_plots.plot_induction_maps(_training_run(), lang),
+    "training-heads": lambda lang: train_plots.plot_heads(_training_run(), lang),
+    "training-scale-init": lambda lang: train_plots.plot_scale_init(_training_run(), lang),
+    "training-scale-curves": lambda lang: train_plots.plot_scale_curves(_training_run(), lang),
 }
 
 #: Figures whose tick labels are the tokens of a Chinese sentence in every language (the case
@@ -149,6 +163,8 @@ _E5 = ("site/head_roles.py", "models/e5.py", "models/e5bin.py", "models/sentence
        "models/encoder.py", "models/weights.py", "models/wordpiece.py")
 _WALK = ("site/experiments.py", "site/plots/walkthrough.py", "site/plots/_draw.py",
          "site/plots/case.py")
+#: The training chapter's figures and tables read the kept run through ``site/training.py``.
+_TRAINING = ("site/plots/training.py", "site/training.py", "site/data/training.json")
 DEPENDS: dict[str, tuple[str, ...]] = {
     "scores-scaling": ("site/experiments.py", "site/plots/scores.py"),
     **{name: _WALK for name in ("home-shapes", "walk-input", "walk-qkv", "walk-scores",
@@ -178,6 +194,11 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "benchmark": ("site/plots/tables.py", "site/data/benchmark.json"),
     "benchmark-ladder": ("site/plots/tables.py", "site/data/benchmark.json"),
     "glossary": ("site/plots/tables.py",),
+    # The training chapter: drawn from the kept run only (the build never trains).
+    **{name: _TRAINING for name in ("training-induction-curves", "training-induction-maps",
+                                    "training-heads", "training-scale-init",
+                                    "training-scale-curves", "training-head-scores",
+                                    "training-heads-table", "training-scale-table")},
 }
 
 #: Every generated table the site shows: name (the page's ``<!-- mha:table NAME -->`` marker)
@@ -188,4 +209,7 @@ TABLES: dict[str, Callable[[str], str]] = {
     "benchmark": lambda lang: tables.benchmark_table(_benchmark_run(), lang),
     "benchmark-ladder": lambda lang: tables.ladder_table(_benchmark_run(), lang),
     "glossary": lambda lang: tables.glossary_table(TERMS, lang),
+    "training-head-scores": lambda lang: train_plots.head_scores_table(_training_run(), lang),
+    "training-heads-table": lambda lang: train_plots.heads_table(_training_run(), lang),
+    "training-scale-table": lambda lang: train_plots.scale_table(_training_run(), lang),
 }

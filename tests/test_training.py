@@ -1,0 +1,315 @@
+"""The tiny trainer (mha.site.training): its hand-written gradients equal finite differences, a few
+steps lower the loss, re-training reproduces the kept run's first steps, the tasks' generators
+have the properties the chapter claims, the head scores are right on hand-made maps, and the kept
+run and its figures and tables have the structure the chapter reads."""
+
+import re
+
+import numpy as np
+import pytest
+
+from mha.site import training as T
+
+pytestmark = pytest.mark.site  # the site's experiments and plots (matplotlib), not the core
+
+FIGURE_NAMES = ("training-induction-curves", "training-induction-maps", "training-heads",
+                "training-scale-init", "training-scale-curves")
+TABLE_NAMES = ("training-head-scores", "training-heads-table", "training-scale-table")
+
+
+@pytest.fixture(scope="module")
+def run():
+    return T.kept_run()
+
+
+# ---- gradients --------------------------------------------------------------------------------
+
+def _loss(model, tokens, targets):
+    return T.cross_entropy(model.forward(tokens)[0], targets)[0]
+
+
+@pytest.mark.parametrize("last_only, rope", [(False, False), (True, False), (False, True)])
+def test_whole_model_gradient_equals_finite_differences(last_only, rope):
+    rng = np.random.default_rng(3)
+    model = T.Model(vocab=5, n=4, d_model=4, h=2, layers=2, readouts=2, last_only=last_only,
+                    seed=1, rope=rope)
+    for layer in model.layers:  # larger weights than Glorot's: gradients well away from zero
+        for w in ("W_Q", "W_K", "W_V", "W_O"):
+            getattr(layer, w)[...] *= 3.0
+    tokens = rng.integers(0, 5, size=(3, 4))
+    tokens[0, :2] = 2                                   # a token used twice: dE sums both uses
+    targets = rng.integers(0, 5, size=(2, 3, 1 if last_only else 4))
+    if not last_only:
+        targets[1, 0, 2] = -1                           # a position without a target
+    loss, grads = model.loss_and_grads(tokens, targets)
+    assert loss == pytest.approx(_loss(model, tokens, targets), rel=0, abs=0)
+    params = model.parameters()
+    assert set(grads) == set(params) and ("P" in params) != rope
+    eps = 1e-6
+    for name, p in params.items():
+        assert grads[name].shape == p.shape
+        numeric = np.zeros_like(p)
+        for i in np.ndindex(p.shape):
+            old = p[i]
+            p[i] = old + eps
+            up = _loss(model, tokens, targets)
+            p[i] = old - eps
+            down = _loss(model, tokens, targets)
+            p[i] = old
+            numeric[i] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grads[name], numeric, rtol=1e-5, atol=1e-7, err_msg=name)
+        assert np.abs(numeric).max() > 1e-4, name       # the check compared something
+
+
+def test_cross_entropy_is_the_mean_negative_log_probability_and_ignores_minus_one():
+    logits = np.array([[[0.0, np.log(3.0)], [5.0, 5.0]], [[1000.0, 0.0], [0.0, 0.0]]])
+    targets = np.array([[0, -1], [1, 1]])               # (2, 2); one position without target
+    loss, d = T.cross_entropy(logits, targets)
+    expected = (np.log(4.0) + 1000.0 + np.log(2.0)) / 3  # -log(1/4), -log(e^-1000), -log(1/2)
+    assert loss == pytest.approx(expected, rel=1e-12)    # finite even where p underflows to 0
+    np.testing.assert_array_equal(d[0, 1], 0.0)
+    np.testing.assert_allclose(d[0, 0], (np.array([0.25, 0.75]) - [1, 0]) / 3, rtol=1e-12)
+
+
+def test_adam_first_step_moves_each_weight_by_the_learning_rate_against_its_gradient_sign():
+    p = {"w": np.array([1.0, -2.0, 0.5])}
+    opt = T.Adam(p, lr=0.1)
+    opt.step({"w": np.array([3.0, -1e-3, 0.0])})
+    # m_hat = g, v_hat = g^2 after one step: the move is lr * g / (|g| + eps)
+    np.testing.assert_allclose(p["w"], [0.9, -1.9, 0.5], rtol=0, atol=1e-6)
+
+
+def test_a_few_training_steps_lower_the_loss():
+    rng = np.random.default_rng(0)
+    model = T.Model(vocab=8, n=8, d_model=16, h=2, layers=2, seed=0)
+    tokens, targets, _, _ = T.induction_data(
+        rng, 16, {**T.INDUCTION, "vocab": 8, "n": 8, "lengths": [2, 4]})
+    opt = T.Adam(model.parameters(), 1e-2)
+    losses = []
+    for _ in range(20):
+        loss, grads = model.loss_and_grads(tokens, targets)
+        losses.append(loss)
+        opt.step(grads)
+    assert losses[-1] < 0.7 * losses[0]
+    assert all(b < a for a, b in zip(losses[:5], losses[1:6]))  # falls from the first step
+
+
+# ---- the kept run reproduces ------------------------------------------------------------------
+
+def test_retraining_reproduces_the_kept_runs_first_steps(run):
+    kept = next(s for s in run["heads"]["settings"] if s["h"] == 2)["runs"][0]
+    again = T.pair_run(kept["seed"], 2, T.HEADS, steps=T.FIRST)
+    assert len(kept["first_losses"]) == T.FIRST
+    np.testing.assert_allclose(again["first_losses"], kept["first_losses"], rtol=1e-9, atol=0)
+    assert again["loss"][0] == pytest.approx(kept["loss"][0], rel=1e-9)  # the eval at step 0
+    kept = run["induction"]["runs"][0]
+    again = T.induction_run(kept["seed"], T.INDUCTION, steps=T.FIRST)
+    np.testing.assert_allclose(again["first_losses"], kept["first_losses"], rtol=1e-9, atol=0)
+    for key in ("previous_token", "induction"):
+        np.testing.assert_allclose(again["scores_before"][key], kept["scores_before"][key],
+                                   rtol=1e-9)
+
+
+def test_the_kept_run_was_made_with_the_settings_in_the_code(run):
+    assert run["induction"]["config"] == T.INDUCTION
+    assert run["heads"]["config"] == {k: v for k, v in T.HEADS.items() if k != "hs"}
+    assert [s["h"] for s in run["heads"]["settings"]] == T.HEADS["hs"]
+    assert run["scale"]["init"]["d_k"] == T.SCALE_INIT["d_k"]
+    assert run["seeds"] == list(T.SEEDS)
+
+
+# ---- the tasks --------------------------------------------------------------------------------
+
+def test_induction_sequences_repeat_a_segment_of_varying_length_and_offset():
+    rng = np.random.default_rng(0)
+    tokens, prefix, length = T.induction_batch(rng, 400, n=16, vocab=16, lengths=(3, 8))
+    assert tokens.shape == (400, 16) and (prefix + 2 * length == 16).all()
+    assert set(length.tolist()) == set(range(3, 9))     # every length, so every offset, occurs
+    for row, r, L in zip(tokens, prefix, length):
+        np.testing.assert_array_equal(row[r + L:], row[r:r + L])  # the second copy is A
+        assert len(set(row[:r + L].tolist())) == r + L            # prefix and A: distinct
+    targets, repeat = T.induction_targets(tokens, prefix, length)
+    assert (targets[0, :, :-1] == tokens[:, 1:]).all() and (targets[0, :, -1] == -1).all()
+    np.testing.assert_array_equal(repeat.sum(axis=1), length - 1)
+    # Every repeated-half target occurred exactly L - 1 places before its query.
+    b, t = np.nonzero(repeat)
+    np.testing.assert_array_equal(tokens[b, t + 1], tokens[b, t + 1 - length[b]])
+
+
+def test_no_fixed_look_back_copies_the_repeated_half():
+    """The positional shortcut: a rule "at position t, copy the token that followed position
+    t - d" with one d per t (what one positional head can do) gets most targets wrong."""
+    rng = np.random.default_rng(1)
+    tokens, prefix, length = T.induction_batch(rng, 4000, n=16, vocab=16, lengths=(3, 8))
+    targets, repeat = T.induction_targets(tokens, prefix, length)
+    right = total = 0
+    for t in range(15):
+        rows = repeat[:, t]
+        total += rows.sum()
+        right += max(((tokens[rows, t + 1 - d] == targets[0, rows, t]).sum())
+                     for d in range(1, t + 2))
+    assert right / total < 0.45                          # the trained models reach over 0.9
+
+
+def test_pair_targets_are_the_tokens_at_the_two_positions():
+    tokens, targets = T.pair_batch(np.random.default_rng(0), 50, n=8, vocab=16,
+                                   positions=(2, 5))
+    assert targets.shape == (2, 50, 1)
+    np.testing.assert_array_equal(targets[0, :, 0], tokens[:, 2])
+    np.testing.assert_array_equal(targets[1, :, 0], tokens[:, 5])
+
+
+def test_the_models_budget_is_the_same_for_every_number_of_heads():
+    counts = {h: T.Model(16, 8, 32, h, 1, readouts=2, last_only=True).count() for h in (1, 2, 4)}
+    assert len(set(counts.values())) == 1
+    assert counts[1] == 16 * 32 + 8 * 32 + 4 * 32 * 32 + 2 * 32 * 16
+
+
+# ---- head scores on hand-made maps ------------------------------------------------------------
+
+def test_head_scores_on_hand_made_maps():
+    n = 8
+    prefix, length = np.array([2, 0]), np.array([3, 4])    # second copy at 5..7 and 4..7
+    previous = np.zeros((n, n))
+    previous[0, 0] = 1.0
+    previous[np.arange(1, n), np.arange(n - 1)] = 1.0       # every query on t - 1
+    induction = np.zeros((2, n, n))
+    induction[:, np.arange(n), 0] = 1.0
+    for row, (r, L) in enumerate(zip(prefix, length)):
+        q = np.arange(r + L, r + 2 * L)
+        induction[row, q] = 0.0
+        induction[row, q, q - L + 1] = 1.0                  # on the token after the first A[i]
+    uniform = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+    weights = np.stack([np.stack([previous, previous]), induction,
+                        np.stack([uniform, uniform])], axis=1)  # (b=2, h=3, n, n)
+    s = T.head_scores(weights, prefix, length)
+    np.testing.assert_allclose(s["previous_token"][0], 1.0)
+    np.testing.assert_allclose(s["induction"][1], 1.0)
+    assert s["induction"][0] == 0.0                          # t - 1 is never t - L + 1 (L >= 2)
+    np.testing.assert_allclose(s["previous_token"][2], np.mean(1 / np.arange(2, n + 1)))
+    expected = np.mean([1 / (t + 1) for r, L in zip(prefix, length)
+                        for t in range(r + L, r + 2 * L)])
+    np.testing.assert_allclose(s["induction"][2], expected)
+
+
+# ---- the kept run's structure -----------------------------------------------------------------
+
+def _check_stats(s, values):
+    assert s["mean"] == pytest.approx(np.mean(values), rel=1e-12)
+    assert s["std"] == pytest.approx(np.std(values, ddof=1), rel=1e-9, abs=1e-15)
+    assert s["min"] == min(values) and s["max"] == max(values)
+
+
+def test_the_kept_run_has_the_documented_structure(run):
+    assert run["version"] == 1 and run["dtype"] == "float64"
+    assert 0 < run["seconds"] <= 300                                  # the issue's 5 minutes
+    assert set(run["machine"]) == {"platform", "processor", "cpu_count"}
+    seeds = run["seeds"]
+    assert len(seeds) >= 3
+    ind = run["induction"]
+    layers, h = ind["config"]["layers"], ind["config"]["h"]
+    assert [r["seed"] for r in ind["runs"]] == seeds
+    assert ind["steps"][0] == 0 and ind["steps"][-1] == ind["config"]["steps"]
+    for r in ind["runs"]:
+        assert len(r["loss"]) == len(r["repeat_accuracy"]) == len(ind["steps"])
+        assert len(r["first_losses"]) == T.FIRST
+        for when in ("scores_before", "scores_after"):
+            for key in ("previous_token", "induction"):
+                assert np.shape(r[when][key]) == (layers, h)
+        for key, role in (("previous_token", "previous_token_head"),
+                          ("induction", "induction_head")):
+            scores = np.asarray(r["scores_after"][key])
+            assert scores[tuple(r[role])] == scores.max()     # named by the score
+    _check_stats(ind["final"]["repeat_accuracy"], [r["repeat_accuracy"][-1] for r in ind["runs"]])
+    ex = ind["example"]
+    n = ind["config"]["n"]
+    assert len(ex["tokens"]) == n and ex["prefix"] + 2 * ex["length"] == n
+    for key in ("weights_before", "weights_after"):
+        w = np.asarray(ex[key])
+        assert w.shape == (layers, h, n, n)
+        np.testing.assert_allclose(w.sum(axis=-1), 1.0, atol=1e-12)
+        assert (np.triu(w, 1) == 0).all()                              # causal
+    for s in run["heads"]["settings"]:
+        assert s["d_k"] * s["h"] == run["heads"]["config"]["d_model"]
+        assert [r["seed"] for r in s["runs"]] == seeds
+        for key in ("loss", "accuracy", "both_accuracy"):
+            _check_stats(s["final"][key], [r[key][-1] for r in s["runs"]])
+            assert all(len(r[key]) == len(run["heads"]["steps"]) for r in s["runs"])
+    assert len({s["parameters"] for s in run["heads"]["settings"]}) == 1
+    init = run["scale"]["init"]
+    assert init["max_entropy"] == pytest.approx(np.log(init["n"]))
+    for key in ("entropy", "grad_W_Q", "softmax_gain"):
+        for kind in ("scaled", "unscaled"):
+            assert len(init[key][kind]["mean"]) == len(init["d_k"])
+    assert max(max(init["entropy"][k]["max"]) for k in ("scaled", "unscaled")) <= init["max_entropy"]
+    tr = run["scale"]["training"]
+    assert [s["scaled"] for s in tr["settings"]] == [True, False]
+    assert tr["config"]["d_k"] == tr["config"]["d_model"] // tr["config"]["h"]
+
+
+def test_scale_init_matches_a_direct_computation_at_one_d_k():
+    from mha import MultiHeadAttention
+
+    r = T.scale_init(seeds=(0, 1), config={"n": 8, "d_k": [16], "batch": 2})
+    found = {"scaled": [], "unscaled": []}
+    for seed in (0, 1):
+        rng = np.random.default_rng([seed, 16, 2])
+        x, g = rng.normal(size=(2, 8, 16)), rng.normal(size=(2, 8, 16))
+        for kind, scale in (("scaled", None), ("unscaled", 1.0)):
+            layer = MultiHeadAttention(16, 1, seed=np.random.SeedSequence([seed, 16]),
+                                       scale=scale)
+            q = x @ layer.W_Q[:, 0]                                 # (b, n, d_k)
+            k = x @ layer.W_K[:, 0]
+            s = q @ k.swapaxes(-1, -2) * (0.25 if scale is None else 1.0)  # 1/sqrt(16)
+            w = np.exp(s - s.max(-1, keepdims=True))
+            w /= w.sum(-1, keepdims=True)
+            found[kind].append(float(np.mean(-(w * np.log(w)).sum(-1))))
+            # the gradient's norm is unchanged by the layer's own computation of the forward
+            assert np.linalg.norm(layer.backward(x, g)["W_Q"]) > 0
+    for kind in found:
+        assert r["entropy"][kind]["mean"][0] == pytest.approx(np.mean(found[kind]), rel=1e-10)
+    assert r["entropy"]["unscaled"]["mean"][0] < r["entropy"]["scaled"]["mean"][0]
+
+
+# ---- figures and tables -----------------------------------------------------------------------
+
+def test_figures_and_tables_are_registered_with_the_kept_run_as_a_source():
+    from mha.site.plots import DEPENDS, FIGURES, TABLES
+
+    for name in FIGURE_NAMES:
+        assert name in FIGURES
+    for name in TABLE_NAMES:
+        assert name in TABLES
+    for name in FIGURE_NAMES + TABLE_NAMES:
+        assert {"site/training.py", "site/data/training.json",
+                "site/plots/training.py"} <= set(DEPENDS[name])
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("name", FIGURE_NAMES)
+def test_each_figure_speaks_its_language(name):
+    from mha.site.plots import FIGURES
+
+    for lang in ("zh", "en"):
+        fig = FIGURES[name](lang)
+        text = "\n".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
+        assert bool(CJK.search(text)) == (lang == "zh"), (name, lang)
+
+
+def test_tables_have_a_row_per_head_setting_and_case(run):
+    from mha.site.plots import TABLES
+
+    ind = run["induction"]
+    for lang in ("zh", "en"):
+        scores = TABLES["training-head-scores"](lang)
+        rows = [line for line in scores.splitlines() if line.startswith("| ")]
+        assert len(rows) == 1 + ind["config"]["layers"] * ind["config"]["h"]
+        heads = TABLES["training-heads-table"](lang)
+        assert len([line for line in heads.splitlines() if line.startswith("| ")]) == 4
+        h1 = run["heads"]["settings"][0]["final"]["accuracy"]
+        assert f"{h1['mean']:.3f} ± {h1['std']:.3f}" in heads
+        scale = TABLES["training-scale-table"](lang)
+        assert len([line for line in scale.splitlines() if line.startswith("| ")]) == 3
+        assert bool(CJK.search(scale)) == (lang == "zh")

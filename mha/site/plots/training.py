@@ -39,7 +39,8 @@ LABELS = {
         "maps_title": "序列：前缀 {prefix} 个词元，A 长 {length}，再重复 A（种子 {seed}）",
         "query": "查询位置",
         "key_pos": "键位置",
-        "heads_accuracy": "每个读出头的准确率",
+        "heads_accuracy": "每个读出的准确率",
+        "half": "一个读出全对、另一个瞎猜：(1 + 1/{vocab}) / 2",
         "heads_title": "同样的 d_model = {d_model}、同样 {parameters} 个参数",
         "h_label": "h = {h}（d_k = {d_k}）",
         "final_title": "训练结束时，每个种子",
@@ -72,6 +73,7 @@ LABELS = {
         "query": "query position",
         "key_pos": "key position",
         "heads_accuracy": "accuracy per readout",
+        "half": "one readout right, the other guessing: (1 + 1/{vocab}) / 2",
         "heads_title": "The same d_model = {d_model}, the same {parameters} parameters",
         "h_label": "h = {h} (d_k = {d_k})",
         "final_title": "At the end of training, each seed",
@@ -209,6 +211,12 @@ def plot_heads(run: dict, lang: str) -> Figure:
         for s in settings:
             _seed_lines(top, steps, [r["accuracy"] for r in s["runs"]], H_COLORS[s["h"]],
                         _label(lang, "h_label", h=s["h"], d_k=s["d_k"]))
+        vocab = heads["config"]["vocab"]
+        half = (1 + 1 / vocab) / 2            # one readout right, the other guessing
+        top.axhline(half, color=COLORS["neutral"], linewidth=1, linestyle=(0, (4, 3)))
+        top.annotate(_label(lang, "half", vocab=vocab), (steps[-1], half), xytext=(0, -3),
+                     textcoords="offset points", ha="right", va="top", color=COLORS["neutral"],
+                     fontsize=9)
         top.set_ylim(0, 1.02)
         top.set_xlim(steps[0], steps[-1])
         top.set_xlabel(_label(lang, "step"))

@@ -192,6 +192,12 @@ def test_head_scores_on_hand_made_maps():
     np.testing.assert_allclose(s["induction"][2], expected)
 
 
+def test_roles_name_every_head_at_or_above_the_threshold():
+    scores = {"previous_token": [[0.2, 0.5], [0.1, 0.49]], "induction": [[0.0, 0.1], [0.9, 0.6]]}
+    assert T.roles(scores) == {"previous_token": [[0, 1]], "induction": [[1, 0], [1, 1]]}
+    assert T.roles(scores, threshold=0.95) == {"previous_token": [], "induction": []}
+
+
 # ---- the kept run's structure -----------------------------------------------------------------
 
 def _check_stats(s, values):
@@ -236,6 +242,13 @@ def test_the_kept_run_has_the_documented_structure(run):
             _check_stats(s["final"][key], [r[key][-1] for r in s["runs"]])
             assert all(len(r[key]) == len(run["heads"]["steps"]) for r in s["runs"])
     assert len({s["parameters"] for s in run["heads"]["settings"]}) == 1
+    n, vocab = run["heads"]["config"]["n"], run["heads"]["config"]["vocab"]
+    for s in run["heads"]["settings"]:
+        for r in s["runs"]:
+            w = np.asarray(r["last_row_weights"])
+            assert w.shape == (s["h"], n)
+            np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-12)
+            assert np.shape(r["weight_on_i_by_token"]) == (s["h"], vocab)
     init = run["scale"]["init"]
     assert init["max_entropy"] == pytest.approx(np.log(init["n"]))
     for key in ("entropy", "grad_W_Q", "softmax_gain"):

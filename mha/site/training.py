@@ -514,7 +514,15 @@ def induction_data(rng, b: int, config: dict = INDUCTION):
 
 
 def induction_run(seed: int, config: dict = INDUCTION, steps: int | None = None) -> dict:
-    """Train the two-layer attention-only model on the induction task; one seed."""
+    """Train the two-layer attention-only model on the induction task; one seed.
+
+    Returns
+    -------
+    dict
+        What `train` returns, plus ``"seed"``, the head scores before and after training on
+        the evaluation batch, the heads with the highest score of each kind, and ``"model"``
+        (the trained `Model`, which the kept run does not store).
+    """
     c = config
     model = Model(c["vocab"], c["n"], c["d_model"], c["h"], c["layers"], seed=seed)
     data_rng = np.random.default_rng([seed, 1])
@@ -535,14 +543,12 @@ def induction_run(seed: int, config: dict = INDUCTION, steps: int | None = None)
     run = train(model, lambda: induction_data(data_rng, c["batch"], c)[:2],
                 c["steps"] if steps is None else steps, c["lr"], evaluate, c["eval_every"])
     after = scores()
+    best = {key: [int(i) for i in np.unravel_index(np.argmax(after[key]),
+                                                   (c["layers"], c["h"]))]
+            for key in ("previous_token", "induction")}           # [layer, head]
     run.update(seed=seed, scores_before=before, scores_after=after,
-               previous_token_head=list(np.unravel_index(
-                   np.argmax(after["previous_token"]), (c["layers"], c["h"]))),
-               induction_head=list(np.unravel_index(
-                   np.argmax(after["induction"]), (c["layers"], c["h"]))))
-    run["previous_token_head"] = [int(i) for i in run["previous_token_head"]]
-    run["induction_head"] = [int(i) for i in run["induction_head"]]
-    run["model"] = model
+               previous_token_head=best["previous_token"], induction_head=best["induction"],
+               model=model)
     return run
 
 

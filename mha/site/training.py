@@ -298,6 +298,13 @@ def cross_entropy(logits, targets):
         ``mean(-log softmax(logits)[target])`` over the ``m`` positions with a target.
     d_logits : ndarray of shape ``(..., V)``
         ``(softmax(logits) - onehot(target)) / m`` there, 0 elsewhere.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> loss, d = cross_entropy(np.array([[0.0, np.log(3.0)]]), np.array([1]))  # p = [1/4, 3/4]
+    >>> round(loss, 6), d.round(6).tolist()                                      # -log(3/4)
+    (0.287682, [[0.25, -0.25]])
     """
     from ..attention import softmax
 
@@ -400,6 +407,16 @@ def head_scores(weights, prefix, length) -> dict:
         ``"induction"``: the mean weight a query of the second copy (``A[i]`` at ``t``, for
         every ``i``) puts on the token after the earlier occurrence of its token
         (``t - L + 1``). Each an array of shape ``(h,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> n = 6                                           # prefix 0, A of 3 tokens, A again
+    >>> previous = np.eye(n, k=-1); previous[0, 0] = 1  # every query on the token before it
+    >>> weights = previous[None, None]                  # (b=1, h=1, n, n)
+    >>> scores = head_scores(weights, np.array([0]), np.array([3]))
+    >>> float(scores["previous_token"][0]), float(scores["induction"][0])
+    (1.0, 0.0)
     """
     b, h, n, _ = weights.shape
     t = np.arange(1, n)

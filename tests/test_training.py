@@ -210,6 +210,7 @@ def test_the_kept_run_has_the_documented_structure(run):
     assert run["version"] == 1 and run["dtype"] == "float64"
     assert 0 < run["seconds"] <= 300                                  # the 5 minutes
     assert set(run["machine"]) == {"platform", "processor", "cpu_count"}
+    assert set(run["environment"]) == {"OPENBLAS_NUM_THREADS"}
     seeds = run["seeds"]
     assert len(seeds) >= 3
     ind = run["induction"]

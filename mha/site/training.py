@@ -3,6 +3,8 @@ r"""A tiny trainer, readable end to end: attention heads that learn, in plain Nu
     python -m mha.site.training                                   # run, print a summary
     python -m mha.site.training --save mha/site/data/training.json  # the run the site shows
 
+(``OPENBLAS_NUM_THREADS=1`` in front of it is faster: see below; the run records it).
+
 Every gradient is computed by hand: `mha.MultiHeadAttention.backward` for the attention layers,
 and the few lines below for the embeddings, the readout and the cross-entropy. Adam updates the
 weights. Everything is float64 (the gradient check in the tests needs it, and the models are
@@ -62,6 +64,7 @@ seeds' values. Curves are evaluated on one fixed evaluation batch at the steps l
      "version": 1, "date": str, "seconds": float (wall time of the whole run),
      "seconds_per_part": {"induction", "heads", "scale_training", "scale_init": float},
      "machine": {"platform", "processor", "cpu_count"}, "versions": {"python", "numpy"},
+     "environment": {"OPENBLAS_NUM_THREADS": str or null},
      "dtype": "float64", "seeds": [0, 1, ...], "spread": "std over seeds, ddof=1",
      "induction": {
       "config": INDUCTION (below: "vocab", "n", "lengths": [L_min, L_max], "d_model", "h",
@@ -735,6 +738,7 @@ def run_all(seeds=SEEDS) -> dict:
     result["machine"] = {"platform": platform.platform(), "processor": platform.machine(),
                          "cpu_count": os.cpu_count()}
     result["versions"] = {"python": platform.python_version(), "numpy": np.__version__}
+    result["environment"] = {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}
     return result
 
 

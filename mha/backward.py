@@ -138,6 +138,7 @@ def attention_backward(q, k, v, d_out, mask=None, *, scale=None):
     dV = P^\top dO, \qquad dP = dO\, V^\top, \qquad
     dS = P \odot \big(dP - \operatorname{rowsum}(P \odot dP)\big),
     $$
+
     $$
     dQ = \text{scale}\; dS\, K, \qquad dK = \text{scale}\; dS^\top Q .
     $$

@@ -300,6 +300,7 @@ class MultiHeadAttention:
         $$
         dW^O = H^\top dY, \qquad dH = dY\, (W^O)^\top,
         $$
+
         $$
         dW_i^Q = X^\top dQ_i, \quad dW_i^K = C^\top dK_i, \quad dW_i^V = C^\top dV_i, \quad
         dX = \textstyle\sum_i dQ_i (W_i^Q)^\top, \quad

@@ -34,7 +34,7 @@ LABELS = {
         "mean": "平均",
         "chance": "瞎猜：1/{vocab}",
         "map_before": "第 {layer} 层 · 头 {head}：训练前",
-        "map_after": "训练后：前一词元分 {prev:.2f}\n归纳分 {ind:.2f}",
+        "map_after": "训练后：前一词元分 {prev:.2f}\n诱导分 {ind:.2f}",
         "named": "{role}",
         "maps_title": "序列：前缀 {prefix} 个词元，A 长 {length}，再重复 A（种子 {seed}）",
         "query": "查询位置",
@@ -306,7 +306,7 @@ def plot_scale_curves(run: dict, lang: str) -> Figure:
 
 TABLE_WORDS = {
     "zh": {
-        "scores": ("层", "头", "前一词元分（训练前 → 后）", "归纳分（训练前 → 后）", "按分数命名（≥ 0.5）"),
+        "scores": ("层", "头", "前一词元分（训练前 → 后）", "诱导分（训练前 → 后）", "按分数命名（≥ 0.5）"),
         "scores_note": "种子 {seed}；分数是 {eval_batch} 条评估序列上的平均注意力权重。",
         "heads": ("h", "d_k", "参数个数", "每个读出的准确率", "两个都对", "{loss}"),
         "scale": ("", "训练结束时的{loss}", "准确率"),

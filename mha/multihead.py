@@ -341,8 +341,13 @@ class MultiHeadAttention:
             # Y = H W^O: (..., n, h*d_v) x (h*d_v, d_model)
             dW_O = s["concat"].reshape(-1, h * self.d_v).T @ d_out.reshape(-1, d_model)
             d_heads = split_heads(d_out @ W_O.T, h)                    # (..., h, n, d_v)
-        dq, dk, dv = _attention_backward_from_weights(
-            s["q"], s["k"], s["v"], s["weights"], s["heads"], d_heads, s["scale"])  # (..., h, n|m, d)
+        try:
+            dq, dk, dv = _attention_backward_from_weights(
+                s["q"], s["k"], s["v"], s["weights"], s["heads"], d_heads, s["scale"])
+        except ValueError:  # an overflow, named there by the heads' inner shapes: name the user's
+            raise overflow_error("the gradient of the attention weights", dtype, x=x.shape,
+                                 context=context.shape, d_out=d_out.shape) from None
+        # dq (..., h, n, d_k), dk (..., h, m, d_k), dv (..., h, m, d_v)
         if self.rope:  # back through the rotation: R_p^T = R_{-p}
             positions = -np.arange(x.shape[-2])
             dq, dk = _rotate(dq, positions, 10000.0), _rotate(dk, positions, 10000.0)

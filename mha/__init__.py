@@ -15,6 +15,9 @@ The numeric core imports only NumPy. Public API:
   and keys; ``MultiHeadAttention(..., rope=True)``).
 - `MultiHeadAttention`: ``h`` heads with plain, overwritable weight arrays; its ``backward``
   gives the gradients of the input and every weight.
+- `KVCache`: the keys and values a layer keeps while generating one token at a time
+  (``MultiHeadAttention.forward(..., cache=)``); with ``kv_heads`` below ``h``, query heads share
+  key/value heads (multi-query and grouped-query attention) and the cache shrinks.
 - `softmax_backward`, `attention_backward`: the backward pass of softmax and of attention,
   derived by hand (vector-Jacobian products), for training in NumPy.
 
@@ -30,6 +33,7 @@ come from a separately installed wheel, read by `mha.models.safetensors`); it is
 
 from .attention import attention_scores, scaled_dot_product_attention, softmax
 from .backward import attention_backward, softmax_backward
+from .cache import KVCache
 from .chunked import chunked_attention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention
@@ -50,4 +54,5 @@ __all__ = [
     "MultiHeadAttention",
     "softmax_backward",
     "attention_backward",
+    "KVCache",
 ]

@@ -331,6 +331,18 @@ def check_sizes(d_model, h, d_k, d_v) -> tuple[int, int, int, int]:
     return d_model, h, d_k, d_v
 
 
+def check_kv_heads(kv_heads, h: int) -> int:
+    """`MultiHeadAttention`'s ``kv_heads``: ``h`` when None, else an integer >= 1 dividing ``h``."""
+    if kv_heads is None:
+        return h
+    kv_heads = check_positive_int(kv_heads, "kv_heads")
+    if h % kv_heads:
+        raise ValueError(f"kv_heads={kv_heads} must divide h={h} (each key/value head serves "
+                         f"h // kv_heads query heads); divisors of {h}: "
+                         f"{[d for d in range(1, h + 1) if h % d == 0]}")
+    return kv_heads
+
+
 def check_tokens(x, context, d_model: int) -> tuple[np.ndarray, np.ndarray]:
     """`MultiHeadAttention`'s ``x`` and ``context`` (``x`` when None), each ``(..., d_model)``."""
     x = as_float_array(x, "x")

@@ -9,13 +9,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import (all_finite, as_float_array, as_visible_mask, check_flag, check_scale,
-                      check_seed, check_sizes, check_tokens, check_weight, overflow_error)
+from ._checks import (all_finite, as_float_array, as_visible_mask, check_flag, check_kv_heads,
+                      check_scale, check_seed, check_sizes, check_tokens, check_weight,
+                      overflow_error)
 from .attention import _attend
 from .backward import _attention_backward_from_weights
+from .cache import KVCache
 from .positions import _rotate
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
+
+
+def _group(a: np.ndarray, kv_heads: int) -> np.ndarray:
+    """``(..., h, n, d)`` -> ``(..., kv_heads, h // kv_heads, n, d)``: query head ``i`` lands in
+    group ``i // (h // kv_heads)``. A view."""
+    h = a.shape[-3]
+    return a.reshape(a.shape[:-3] + (kv_heads, h // kv_heads) + a.shape[-2:])
+
+
+def _ungroup(a: np.ndarray) -> np.ndarray:
+    """The inverse of `_group`: ``(..., kv_heads, g, n, d)`` -> ``(..., kv_heads * g, n, d)``."""
+    return a.reshape(a.shape[:-4] + (a.shape[-4] * a.shape[-3],) + a.shape[-2:])
 
 
 def split_heads(x: np.ndarray, h: int) -> np.ndarray:
@@ -111,14 +125,20 @@ class MultiHeadAttention:
     scale : float, optional
         The factor applied to every head's scores ``q k^T``. Defaults to $1/\sqrt{d_k}$
         (the paper's); ``scale=1.0`` gives unscaled dot products (to see why the paper scales).
+    kv_heads : int, optional
+        Number of key/value heads, dividing ``h``; defaults to ``h`` (one per query head, and
+        exactly the weights earlier versions drew for the same seed). Query head ``i`` uses
+        key/value head ``i // (h // kv_heads)``, as PyTorch's ``enable_gqa`` groups them:
+        ``kv_heads=1`` is multi-query attention (MQA), anything between grouped-query attention
+        (GQA). Fewer key/value heads mean a smaller `mha.KVCache`.
 
     Attributes
     ----------
     W_Q : ndarray of shape ``(d_model, h, d_k)``
         Query projections: ``W_Q[:, i, :]`` is head ``i``'s $W_i^Q$.
-    W_K : ndarray of shape ``(d_model, h, d_k)``
-        Key projections.
-    W_V : ndarray of shape ``(d_model, h, d_v)``
+    W_K : ndarray of shape ``(d_model, kv_heads, d_k)``
+        Key projections (``kv_heads`` is ``h`` unless the layer shares keys and values).
+    W_V : ndarray of shape ``(d_model, kv_heads, d_v)``
         Value projections.
     W_O : ndarray of shape ``(h * d_v, d_model)``
         Output projection applied to the concatenated heads (head ``i`` owns rows
@@ -133,10 +153,11 @@ class MultiHeadAttention:
     TypeError
         If ``d_model``, ``h``, ``d_k`` or ``d_v`` is not an integer, ``seed`` is none of
         None, an integer, a Generator, a BitGenerator or a SeedSequence, ``rope`` is not a
-        bool, or ``scale`` is not a real number.
+        bool, ``scale`` is not a real number, or ``kv_heads`` is not an integer.
     ValueError
         If one of them is < 1 (``seed`` < 0), ``d_model`` is not divisible by ``h`` when
-        ``d_k`` is not given, ``rope`` is True and ``d_k`` is odd, or ``scale`` is not finite.
+        ``d_k`` is not given, ``rope`` is True and ``d_k`` is odd, ``scale`` is not finite,
+        or ``kv_heads`` is < 1 or does not divide ``h``.
 
     Notes
     -----
@@ -167,9 +188,11 @@ class MultiHeadAttention:
     """
 
     def __init__(self, d_model: int, h: int, d_k: int | None = None, d_v: int | None = None,
-                 *, seed=None, rope: bool = False, scale: float | None = None):
+                 *, seed=None, rope: bool = False, scale: float | None = None,
+                 kv_heads: int | None = None):
         d_model, h, d_k, d_v = check_sizes(d_model, h, d_k, d_v)  # d_k, d_v: d_model // h
         self.d_model, self.h, self.d_k, self.d_v = d_model, h, d_k, d_v
+        self.kv_heads = check_kv_heads(kv_heads, h)
         self.rope = check_flag(rope, "rope")
         if scale is not None:
             scale = float(check_scale(scale, d_k, np.dtype(np.float64)))
@@ -180,38 +203,51 @@ class MultiHeadAttention:
 
         rng = np.random.default_rng(check_seed(seed))
         self.W_Q = glorot_normal(rng, (d_model, h, d_k), d_model, h * d_k)
-        self.W_K = glorot_normal(rng, (d_model, h, d_k), d_model, h * d_k)
-        self.W_V = glorot_normal(rng, (d_model, h, d_v), d_model, h * d_v)
+        kv = self.kv_heads  # h by default: the same draws, in the same order, as before
+        self.W_K = glorot_normal(rng, (d_model, kv, d_k), d_model, kv * d_k)
+        self.W_V = glorot_normal(rng, (d_model, kv, d_v), d_model, kv * d_v)
         self.W_O = glorot_normal(rng, (h * d_v, d_model), h * d_v, d_model)
 
     def __repr__(self) -> str:
         return (f"MultiHeadAttention(d_model={self.d_model}, h={self.h}, d_k={self.d_k}, "
                 f"d_v={self.d_v}{', rope=True' if self.rope else ''}"
-                f"{'' if self.scale is None else f', scale={self.scale!r}'})")
+                f"{'' if self.scale is None else f', scale={self.scale!r}'}"
+                f"{'' if self.kv_heads == self.h else f', kv_heads={self.kv_heads}'})")
 
-    def forward(self, x, mask=None, *, context=None, return_weights: bool = False):
+    def forward(self, x, mask=None, *, context=None, return_weights: bool = False, cache=None):
         """Apply the layer.
 
         Parameters
         ----------
         x : ndarray of shape ``(n, d_model)`` or ``(b, n, d_model)``
-            The tokens that ask (queries); float32 or float64.
+            The tokens that ask (queries); float32 or float64. With ``cache``, only the new
+            tokens.
         mask : ndarray broadcastable to ``(n, m)`` or ``(b, n, m)``, optional
             Boolean (True = may attend) or additive float (0 / ``-inf``), as in
-            `mha.scaled_dot_product_attention`. The same mask applies to every head.
+            `mha.scaled_dot_product_attention`. The same mask applies to every head. With
+            ``cache``, ``m = len(cache) + n`` (the cached tokens, then the new ones), and the
+            mask is combined with the causal rule.
         context : ndarray of shape ``(m, d_model)`` or ``(b, m, d_model)``, optional
             The tokens that answer (keys and values) for cross-attention, with the same number
             of dimensions (and batch size) as ``x``. Defaults to ``x`` (self-attention). Not
             allowed when the layer was built with ``rope=True``.
         return_weights : bool, default False
             Also return the attention weights of every head.
+        cache : mha.KVCache, optional
+            For generation: the keys and values of the tokens this layer has already seen.
+            The new tokens' keys and values are appended to it (in place), and each new token
+            attends to every cached token and to the new tokens up to itself (causal). With
+            ``rope=True`` the new tokens' positions continue from ``len(cache)``. Feeding a
+            sequence in pieces this way gives the outputs of one causal forward over all of it.
+            Not allowed with ``context``.
 
         Returns
         -------
         output : ndarray of shape ``(n, d_model)`` or ``(b, n, d_model)``
             In the dtype of ``x`` (and ``context``). With no keys (``m = 0``) it is zeros.
         weights : ndarray of shape ``(h, n, m)`` or ``(b, h, n, m)``
-            Only when ``return_weights`` is True.
+            Only when ``return_weights`` is True (one map per query head, also when key/value
+            heads are shared).
 
         Raises
         ------
@@ -221,11 +257,27 @@ class MultiHeadAttention:
         ValueError
             If a shape is wrong (``x``, ``context``, the mask, or a weight overwritten with
             another shape), an input or weight holds NaN or inf, a result overflows the
-            input's dtype (as in `mha.scaled_dot_product_attention`), or ``context`` is given
-            to a layer with ``rope=True``.
+            input's dtype (as in `mha.scaled_dot_product_attention`), ``context`` is given
+            to a layer with ``rope=True`` or together with ``cache``, or ``cache`` holds
+            tokens of another layout (batch shape, ``kv_heads``, ``d_k``, ``d_v``, dtype).
+
+        Examples
+        --------
+        Generation one token at a time with a cache gives what one causal pass over the
+        whole sequence gives:
+
+        >>> import numpy as np
+        >>> from mha import KVCache, MultiHeadAttention, causal_mask
+        >>> layer = MultiHeadAttention(d_model=8, h=2, seed=0)
+        >>> x = np.random.default_rng(0).normal(size=(4, 8))
+        >>> cache = KVCache()
+        >>> first = layer(x[:3], cache=cache)                  # the prompt, 3 tokens at once
+        >>> last = layer(x[3:], cache=cache)                   # then one new token
+        >>> len(cache), bool(np.allclose(np.vstack([first, last]), layer(x, causal_mask(4))))
+        (4, True)
         """
         return_weights = check_flag(return_weights, "return_weights")
-        stages = self._run(x, mask, context, "forward")
+        stages = self._run(x, mask, context, "forward", cache)
         return (stages["output"], stages["weights"]) if return_weights else stages["output"]
 
     def trace(self, x, mask=None, *, context=None) -> dict:
@@ -239,9 +291,9 @@ class MultiHeadAttention:
             With ``...`` standing for the batch dimension, if any:
 
             - ``"x"`` ``(..., n, d_model)`` and ``"context"`` ``(..., m, d_model)``: the inputs;
-            - ``"q"`` ``(..., h, n, d_k)``, ``"k"`` ``(..., h, m, d_k)``, ``"v"``
-              ``(..., h, m, d_v)``: each head's queries, keys and values (with ``rope=True``,
-              the queries and keys after the rotation);
+            - ``"q"`` ``(..., h, n, d_k)``, ``"k"`` ``(..., kv_heads, m, d_k)``, ``"v"``
+              ``(..., kv_heads, m, d_v)``: each head's queries, keys and values (with
+              ``rope=True``, the queries and keys after the rotation);
             - ``"scores"`` ``(..., h, n, m)``: ``q k^T / sqrt(d_k)`` (``scale * q k^T``)
               before the mask, the very
               array the weights were computed from;
@@ -341,25 +393,34 @@ class MultiHeadAttention:
             # Y = H W^O: (..., n, h*d_v) x (h*d_v, d_model)
             dW_O = s["concat"].reshape(-1, h * self.d_v).T @ d_out.reshape(-1, d_model)
             d_heads = split_heads(d_out @ W_O.T, h)                    # (..., h, n, d_v)
+        kv, g = self.kv_heads, self.h // self.kv_heads
         try:
-            dq, dk, dv = _attention_backward_from_weights(
-                s["q"], s["k"], s["v"], s["weights"], s["heads"], d_heads, s["scale"])
+            if g == 1:
+                dq, dk, dv = _attention_backward_from_weights(
+                    s["q"], s["k"], s["v"], s["weights"], s["heads"], d_heads, s["scale"])
+            else:  # the query heads of a group share one key/value head: sum their gradients
+                dq, dk, dv = _attention_backward_from_weights(
+                    _group(s["q"], kv), s["k"][..., None, :, :], s["v"][..., None, :, :],
+                    _group(s["weights"], kv), _group(s["heads"], kv), _group(d_heads, kv),
+                    s["scale"])
+                dq = _ungroup(dq)
+                dk, dv = dk.sum(axis=-3), dv.sum(axis=-3)
         except ValueError:  # an overflow, named there by the heads' inner shapes: name the user's
             raise overflow_error("the gradient of the attention weights", dtype, x=x.shape,
                                  context=context.shape, d_out=d_out.shape) from None
-        # dq (..., h, n, d_k), dk (..., h, m, d_k), dv (..., h, m, d_v)
+        # dq (..., h, n, d_k), dk (..., kv_heads, m, d_k), dv (..., kv_heads, m, d_v)
         if self.rope:  # back through the rotation: R_p^T = R_{-p}
             positions = -np.arange(x.shape[-2])
             dq, dk = _rotate(dq, positions, 10000.0), _rotate(dk, positions, 10000.0)
-        dq, dk, dv = merge_heads(dq), merge_heads(dk), merge_heads(dv)  # (..., n|m, h*d)
+        dq, dk, dv = merge_heads(dq), merge_heads(dk), merge_heads(dv)  # (..., n|m, heads*d)
         flat = [W.reshape(d_model, -1).astype(dtype, copy=False)
                 for W in (self.W_Q, self.W_K, self.W_V)]
         with np.errstate(over="ignore", invalid="ignore"):
             x2 = x.reshape(-1, d_model)                                 # (b*n, d_model)
             if context is x:  # one product for the three roles, as in the forward
-                d_qkv = np.concatenate([dq, dk, dv], axis=-1)           # (..., n, h*(2d_k+d_v))
-                d_fused = x2.T @ d_qkv.reshape(len(x2), -1)             # (d_model, h*(...))
-                dW = np.split(d_fused, [h * self.d_k, 2 * h * self.d_k], axis=1)
+                d_qkv = np.concatenate([dq, dk, dv], axis=-1)           # (..., n, all columns)
+                d_fused = x2.T @ d_qkv.reshape(len(x2), -1)             # (d_model, columns)
+                dW = np.split(d_fused, [h * self.d_k, (h + kv) * self.d_k], axis=1)
                 dx = d_qkv @ np.concatenate(flat, axis=1).T             # (..., n, d_model)
                 d_context = None
             else:
@@ -377,61 +438,104 @@ class MultiHeadAttention:
                                      context=context.shape)
         return grads
 
-    def _run(self, x, mask, context, mode: str) -> dict:
+    def _run(self, x, mask, context, mode: str, cache=None) -> dict:
         """The forward pass. ``mode`` says what to return: ``"forward"`` the output and the
         weights; ``"trace"`` every stage (see `trace`); ``"backward"`` what `backward` needs:
         every stage up to the concatenated heads (not the scores, not the output) and the
-        scale."""
-        d_model, h, d_k, d_v = self.d_model, self.h, self.d_k, self.d_v
+        scale. ``cache``: see `forward`."""
+        d_model, h, kv, d_k, d_v = self.d_model, self.h, self.kv_heads, self.d_k, self.d_v
         if self.rope and context is not None:
             raise ValueError("context= (cross-attention) is not supported with rope=True: RoPE "
                              "rotates queries and keys by their positions in one sequence, and "
                              "keys from another sequence have no positions relative to the "
                              "queries")
+        if cache is not None:
+            if not isinstance(cache, KVCache):
+                raise TypeError(f"cache must be a mha.KVCache, got {type(cache).__name__}")
+            if context is not None:
+                raise ValueError("context= (cross-attention) cannot be combined with cache=: the "
+                                 "cache holds the keys and values of the sequence being "
+                                 "generated, one token after another")
         x, context = check_tokens(x, context, d_model)
         W_Q = check_weight(self.W_Q, "self.W_Q", (d_model, h, d_k))
-        W_K = check_weight(self.W_K, "self.W_K", (d_model, h, d_k))
-        W_V = check_weight(self.W_V, "self.W_V", (d_model, h, d_v))
+        W_K = check_weight(self.W_K, "self.W_K", (d_model, kv, d_k))
+        W_V = check_weight(self.W_V, "self.W_V", (d_model, kv, d_v))
         W_O = check_weight(self.W_O, "self.W_O", (h * d_v, d_model))
-        lead, n, m = x.shape[:-2], x.shape[-2], context.shape[-2]
+        lead, n = x.shape[:-2], x.shape[-2]
+        dtype = np.result_type(x, context)
+        start = 0  # the position of the first token of x: len(cache) with a cache
+        if cache is not None:
+            cache._check_layout(lead, kv, d_k, d_v, dtype)
+            start = len(cache)
+        m = start + context.shape[-2]  # keys: with a cache, the cached tokens and then x
         visible = None if mask is None else as_visible_mask(
             mask, lead + (n, m), "the weights of one head (..., n, m)")  # True = may attend
+        if cache is not None and n > 1:  # the causal rule: token start + i sees keys 0..start + i
+            causal = np.arange(m)[None, :] <= start + np.arange(n)[:, None]  # (n, m)
+            visible = causal if visible is None else visible & causal
         if visible is not None and visible.ndim == 3:
             visible = visible[:, None]  # (b, n, m) -> (b, 1, n, m): the same for every head
-        dtype = np.result_type(x, context)
 
-        flat = [W.reshape(d_model, -1) for W in (W_Q, W_K, W_V)]  # h*d_k, h*d_k, h*d_v columns
+        flat = [W_Q.reshape(d_model, h * d_k), W_K.reshape(d_model, kv * d_k),
+                W_V.reshape(d_model, kv * d_v)]
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
-            if context is x:
+            if 8 * (max(x.size, context.size) // d_model) < d_model:
+                # A few tokens (one new token while generating): the products read the weights
+                # as they are. Casting and joining the matrices first would cost more than the
+                # products themselves.
+                q, k, v = ((context if i else x) @ W for i, W in enumerate(flat))
+                q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
+            elif context is x:
                 # Self-attention: one product for all three roles and all heads. The fused
                 # matrix is built from the current weights on every call: it never goes stale.
-                fused = np.concatenate(flat, axis=1, dtype=dtype)  # (d_model, h*(2 d_k + d_v))
-                q, k, v = np.split(x @ fused, [h * d_k, 2 * h * d_k], axis=-1)
+                fused = np.concatenate(flat, axis=1, dtype=dtype)  # (d_model, (h + kv) d_k + kv d_v)
+                q, k, v = np.split(x @ fused, [h * d_k, (h + kv) * d_k], axis=-1)
             else:
                 q = x @ flat[0].astype(dtype, copy=False)                      # (..., n, h*d_k)
                 k, v = np.split(context @ np.concatenate(flat[1:], axis=1, dtype=dtype),
-                                [h * d_k], axis=-1)                            # (..., m, h*d_k|v)
-        q, k, v = split_heads(q, h), split_heads(k, h), split_heads(v, h)
-        # q (..., h, n, d_k), k (..., h, m, d_k), v (..., h, m, d_v)
-        if self.rope:  # turn each token's query and key by its position (m == n here)
-            positions = np.arange(n)
+                                [kv * d_k], axis=-1)                           # (..., m, kv*d)
+        q, k, v = split_heads(q, h), split_heads(k, kv), split_heads(v, kv)
+        # q (..., h, n, d_k), k (..., kv_heads, m, d_k), v (..., kv_heads, m, d_v)
+        if self.rope:  # turn each token's query and key by its position
+            positions = start + np.arange(n)
             with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
                 q, k = _rotate(q, positions, 10000.0), _rotate(k, positions, 10000.0)
-
-        scale = check_scale(self.scale, d_k, dtype)  # 1 / sqrt(d_k) unless the layer says
-        heads, weights, scores = _attend(q, k, v, visible, scale, keep_scores=mode == "trace")
-        # heads (..., h, n, d_v), weights and scores (..., h, n, m)
-        concat = merge_heads(heads)                                   # (..., n, h*d_v)
-        if mode == "backward":
-            return {"x": x, "context": context, "q": q, "k": k, "v": v, "weights": weights,
-                    "heads": heads, "concat": concat, "scale": scale}
-        with np.errstate(over="ignore", invalid="ignore"):
-            output = concat @ W_O.astype(dtype, copy=False)           # (..., n, d_model)
-        if not all_finite(output):
-            raise overflow_error("the layer's output", dtype, x=x.shape, context=context.shape)
+        if cache is not None:
+            k, v = cache._append(k, v)  # (..., kv_heads, start + n, d): the cached ones too
+        try:
+            scale = check_scale(self.scale, d_k, dtype)  # 1 / sqrt(d_k) unless the layer says
+            heads, weights, scores = self._attend(q, k, v, visible, scale, mode == "trace")
+            # heads (..., h, n, d_v), weights and scores (..., h, n, m)
+            concat = merge_heads(heads)                                   # (..., n, h*d_v)
+            if mode == "backward":
+                return {"x": x, "context": context, "q": q, "k": k, "v": v, "weights": weights,
+                        "heads": heads, "concat": concat, "scale": scale}
+            with np.errstate(over="ignore", invalid="ignore"):
+                output = concat @ W_O.astype(dtype, copy=False)           # (..., n, d_model)
+            if not all_finite(output):
+                raise overflow_error("the layer's output", dtype, x=x.shape,
+                                     context=context.shape)
+        except BaseException:
+            if cache is not None:
+                cache._truncate(start)  # a call that fails leaves the cache as it found it
+            raise
         if mode == "forward":
             return {"output": output, "weights": weights}
         return {"x": x, "context": context, "q": q, "k": k, "v": v, "scores": scores,
                 "weights": weights, "heads": heads, "concat": concat, "output": output}
+
+    def _attend(self, q, k, v, visible, scale, keep_scores: bool):
+        """`mha.attention._attend` for every query head, each group of ``h // kv_heads`` query
+        heads on its shared key/value head (without copying the keys and values)."""
+        if self.kv_heads == self.h:
+            return _attend(q, k, v, visible, scale, keep_scores=keep_scores)
+        kv = self.kv_heads
+        # q (..., kv, g, n, d_k) against k (..., kv, 1, m, d_k): broadcast over the group.
+        if visible is not None:
+            visible = visible[..., None, :, :]  # (..., 1, 1, n, m) against (..., kv, g, n, m)
+        heads, weights, scores = _attend(_group(q, kv), k[..., None, :, :], v[..., None, :, :],
+                                         visible, scale, keep_scores=keep_scores)
+        return (_ungroup(heads), _ungroup(weights),
+                None if scores is None else _ungroup(scores))
 
     __call__ = forward

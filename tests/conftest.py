@@ -25,7 +25,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 collect_ignore = ["golden/make_golden.py", "golden/make_minilm_golden.py",
                   "golden/make_rope_golden.py", "golden/measure_minilm_error.py",
                   "golden/make_e5_golden.py", "golden/make_e5_reference.py",
-                  "golden/make_backward_golden.py"]
+                  "golden/make_backward_golden.py", "golden/make_gqa_golden.py"]
 
 
 def weights_or_skip(load, missing: type[Exception], name: str):

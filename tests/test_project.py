@@ -125,13 +125,15 @@ def test_public_api_is_documented():
     assert mha.__all__ == ["softmax", "attention_scores", "scaled_dot_product_attention",
                            "chunked_attention", "causal_mask",
                            "sliding_window_mask", "padding_mask", "sinusoidal_positions", "rope",
-                           "MultiHeadAttention", "softmax_backward", "attention_backward"]
+                           "MultiHeadAttention", "softmax_backward", "attention_backward",
+                           "KVCache"]
     with_formula = {"softmax", "attention_scores", "scaled_dot_product_attention",
                     "chunked_attention", "sinusoidal_positions", "rope", "MultiHeadAttention",
                     "softmax_backward", "attention_backward"}
     for name in mha.__all__:
         doc = getattr(mha, name).__doc__
-        sections = ["Parameters\n", "Returns\n" if name != "MultiHeadAttention" else "Attributes\n",
+        sections = ["Parameters\n" if name != "KVCache" else "",
+                    "Returns\n" if name not in ("MultiHeadAttention", "KVCache") else "Attributes\n",
                     "Examples\n", ">>> "] + (["Notes\n", "$$"] if name in with_formula else [])
         for section in sections:
             assert section in doc, f"{name} docstring lacks {section!r}"

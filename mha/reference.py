@@ -136,20 +136,28 @@ def rope_reference(x, positions=None, base=10000.0):
     return out.astype(x.dtype)
 
 
-def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=None, rope=False):
+def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=None, rope=False,
+                                   *, kv_heads=None):
     """Multi-head attention, computed one sequence and one head at a time.
+
+    With fewer key/value heads than query heads (multi-query or grouped-query attention), query
+    head ``i`` reads key/value head ``i // (h // kv_heads)``.
 
     Parameters
     ----------
     x : ndarray of shape ``(n, d_model)`` or ``(b, n, d_model)``
-    W_Q, W_K : ndarray of shape ``(d_model, h, d_k)``
-    W_V : ndarray of shape ``(d_model, h, d_v)``
+    W_Q : ndarray of shape ``(d_model, h, d_k)``
+    W_K : ndarray of shape ``(d_model, kv_heads, d_k)``
+    W_V : ndarray of shape ``(d_model, kv_heads, d_v)``
     W_O : ndarray of shape ``(h * d_v, d_model)``
     mask : ndarray broadcastable to ``(n, m)`` or ``(b, n, m)``, optional
     context : ndarray of shape ``(m, d_model)`` or ``(b, m, d_model)``, optional
         Keys and values come from here; defaults to ``x``.
     rope : bool, default False
         Rotate each head's queries and keys with `rope_reference` (self-attention only).
+    kv_heads : int, optional
+        Number of key/value heads, dividing ``h``. Defaults to ``W_K.shape[1]`` (``h`` for the
+        classic layer: one key/value head per query head).
 
     Returns
     -------
@@ -166,26 +174,34 @@ def multi_head_attention_reference(x, W_Q, W_K, W_V, W_O, mask=None, context=Non
     >>> slow, _ = multi_head_attention_reference(x, layer.W_Q, layer.W_K, layer.W_V, layer.W_O)
     >>> np.allclose(slow, layer(x))
     True
+    >>> gqa = MultiHeadAttention(d_model=8, h=4, kv_heads=2, seed=0)   # heads 0, 1 share K/V 0
+    >>> slow, _ = multi_head_attention_reference(x, gqa.W_Q, gqa.W_K, gqa.W_V, gqa.W_O,
+    ...                                          kv_heads=2)
+    >>> np.allclose(slow, gqa(x))
+    True
     """
     x = np.asarray(x)
     context = x if context is None else np.asarray(context)
     if x.ndim == 2:  # a single sequence is a batch of one
         out, w = multi_head_attention_reference(
             x[None], W_Q, W_K, W_V, W_O, None if mask is None else np.asarray(mask)[None],
-            context[None], rope)
+            context[None], rope, kv_heads=kv_heads)
         return out[0], w[0]
 
     b, n, _ = x.shape
     m = context.shape[1]
     h = W_Q.shape[1]
+    kv_heads = W_K.shape[1] if kv_heads is None else kv_heads
+    group = h // kv_heads                    # query heads per key/value head
     masks = np.broadcast_to(np.ones((n, m), bool) if mask is None else mask, (b, n, m))
     outputs, all_weights = [], []
     for s in range(b):
         heads, head_weights = [], []
         for i in range(h):
+            j = i // group                   # the key/value head query head i reads
             q_i = x[s] @ W_Q[:, i, :]        # (n, d_k): what head i's detectives ask
-            k_i = context[s] @ W_K[:, i, :]  # (m, d_k): the tags on the evidence
-            v_i = context[s] @ W_V[:, i, :]  # (m, d_v): what the evidence says
+            k_i = context[s] @ W_K[:, j, :]  # (m, d_k): the tags on the evidence
+            v_i = context[s] @ W_V[:, j, :]  # (m, d_v): what the evidence says
             if rope:                         # stamp each query and key with its position
                 q_i, k_i = rope_reference(q_i), rope_reference(k_i)
             head, w = attention_reference(q_i, k_i, v_i, masks[s])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import os
 import re
 import sys
 from functools import lru_cache
@@ -149,3 +150,24 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("every test belongs to exactly one of the suites "
                                  f"{', '.join(SUITES)} (conftest.py, SUITE_OF_PATH):\n"
                                  + "\n".join(wrong[:20]))
+    keep_shard(config, items)
+
+
+#: ``python3 dev.py test`` runs the whole suite as two pytest processes at once, one per
+#: half: ``MHA_TEST_SHARD=site`` keeps the tests that use the built site (the one strict build,
+#: Chromium), ``MHA_TEST_SHARD=rest`` every other test. One process alone keeps a 2-core machine
+#: only ~80% busy (the browser tests mostly wait on pages); the two halves share nothing but
+#: the work tree, which no test of the second half writes to.
+SHARDS = ("site", "rest")
+
+
+def keep_shard(config, items) -> None:
+    shard = os.environ.get("MHA_TEST_SHARD")
+    if not shard:
+        return
+    if shard not in SHARDS:
+        raise pytest.UsageError(f"MHA_TEST_SHARD must be one of {SHARDS}, got {shard!r}")
+    keep = [item for item in items if ("built_site" in item.fixturenames) == (shard == "site")]
+    kept = set(keep)
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = keep

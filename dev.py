@@ -12,6 +12,10 @@ pretrained weights that ``mha.models`` reads (hash-pinned in ``requirements/mini
 and the pins) has changed since the last one. Extra
 arguments are passed on: ``python3 dev.py test -k softmax``,
 ``python3 dev.py serve --dev-addr 127.0.0.1:8001``.
+
+Without extra arguments, ``test`` runs the suite as two pytest processes at once, one for the
+tests on the built site and one for the rest (see ``keep_shard`` in ``conftest.py``), and exits
+with the first failure's code; with arguments it is one plain pytest run.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -104,9 +109,40 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONDONTWRITEBYTECODE="1")
     if command == "serve":
         args = [str(PYTHON), "-m", "mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *extra]
-    else:
+    elif extra or (os.cpu_count() or 1) < 2:
         args = [str(PYTHON), "-m", "pytest", *extra]
+    else:
+        return run_both_halves(env)
     return subprocess.run(args, cwd=ROOT, env=env).returncode
+
+
+def run_both_halves(env: dict) -> int:
+    """Every test, as two pytest processes at once (conftest.py, ``keep_shard``): the half that
+    uses the built site, shown as it runs, and the rest, shown when both are done."""
+    temp = Path(tempfile.mkdtemp(prefix="mha-tests-"))
+    log = temp / "rest.log"
+    base = [str(PYTHON), "-m", "pytest"]
+    print("dev.py: running the tests in two halves at once: those on the built site (shown "
+          "now) and the rest (shown when both are done)", flush=True)
+    with open(log, "w", encoding="utf-8") as out:
+        rest = subprocess.Popen(base + ["-p", "no:cacheprovider", f"--basetemp={temp / 'rest'}"],
+                                cwd=ROOT, env=dict(env, MHA_TEST_SHARD="rest"),
+                                stdout=out, stderr=subprocess.STDOUT)
+        try:
+            site = subprocess.run(base + [f"--basetemp={temp / 'site'}"], cwd=ROOT,
+                                  env=dict(env, MHA_TEST_SHARD="site")).returncode
+            rest_code = rest.wait()
+        except BaseException:
+            rest.terminate()
+            raise
+    print("\n---- dev.py: the other half (every test that does not use the built site) ----",
+          flush=True)
+    print(log.read_text(encoding="utf-8"), end="", flush=True)
+    if site == rest_code == 0:
+        shutil.rmtree(temp, ignore_errors=True)
+    else:
+        print(f"dev.py: temporary files of the failed run: {temp}", flush=True)
+    return site or rest_code
 
 
 if __name__ == "__main__":

@@ -297,6 +297,52 @@ TERMS.update({
 })
 
 
+# Inference (the chapter inference.md): generating one token at a time, what it costs, and the
+# keys and values shared between query heads.
+TERMS.update({
+    "prefill": Term("预填充", "prefill", "",
+                    "生成开始前，把整段提示一次送进模型：所有词元一起算，顺便把它们的键和值存进 KV 缓存。",
+                    "Before generation starts, the whole prompt goes through the model in one "
+                    "pass: all its tokens at once, their keys and values stored in the KV cache."),
+    "decoding": Term("解码", "decoding", "",
+                     "逐个生成词元的阶段：每一步只把上一步生成的那个词元送进模型，得到下一个词元的预测。",
+                     "The stage that generates tokens one by one: each step feeds the model only "
+                     "the token the previous step produced and predicts the next one."),
+    "kv_cache": Term("KV 缓存", "KV cache", "",
+                     "解码时为每一层保存已读过的词元的键和值，新词元只需算自己的那一份；查询不用存，"
+                     "过去的查询以后再也用不上。",
+                     "Each layer keeps the keys and values of the tokens it has already read, so "
+                     "a new token computes only its own; queries are not kept, since a past query "
+                     "is never used again."),
+    "kv_heads": Term("键值头数", "key/value heads", r"h_{kv}",
+                     "一层里键和值各有几组；整除头数 h。等于 h 是普通的多头注意力，等于 1 是多查询注意力。",
+                     "How many sets of keys and values a layer has; it divides the number of "
+                     "heads h. Equal to h is plain multi-head attention, 1 is multi-query "
+                     "attention."),
+    "multi_query_attention": Term("多查询注意力", "multi-query attention", "",
+                                  "MQA（Shazeer，2019）：所有查询头共用同一组键和值，KV 缓存只剩普通多头注意力的 1/h。",
+                                  "MQA (Shazeer 2019): every query head shares one set of keys and "
+                                  "values, so the KV cache is 1/h of plain multi-head attention's."),
+    "grouped_query_attention": Term("分组查询注意力", "grouped-query attention", "",
+                                    "GQA（Ainslie 等，2023）：查询头分成 h_kv 组，每组共用一组键和值；"
+                                    "介于多头注意力和多查询注意力之间。",
+                                    "GQA (Ainslie et al. 2023): the query heads are split into "
+                                    "h_kv groups that each share one set of keys and values; "
+                                    "between multi-head and multi-query attention."),
+    "arithmetic_intensity": Term("算术强度", "arithmetic intensity", "",
+                                 "一段计算每从内存读一个字节做多少次浮点运算。低于硬件能支撑的比值时，"
+                                 "处理器就得等内存。",
+                                 "How many floating-point operations a computation does for each "
+                                 "byte it reads from memory. Below what the hardware can sustain, "
+                                 "the processor waits for memory."),
+    "memory_bound": Term("访存受限", "memory-bound", "",
+                         "耗时由从内存读数据的速度决定，而不是由算力决定：算术强度太低的计算就是这样，"
+                         "例如逐个词元解码。",
+                         "Limited by how fast data can be read from memory, not by arithmetic: "
+                         "what a computation of low arithmetic intensity is, such as decoding one "
+                         "token at a time."),
+})
+
 # The story's cast and props (the mapping the home page's #the-case section spells out), and
 # the text the site grew from.
 TERMS.update({

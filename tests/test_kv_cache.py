@@ -323,15 +323,17 @@ def test_feeding_any_chunking_equals_one_causal_forward(case):
 
 
 @settings(max_examples=30)
-@given(decoding_cases(), st.integers(0, 2**32 - 1))
-def test_a_mask_given_with_the_cache_is_combined_with_the_causal_rule(case, seed):
+@given(decoding_cases(), st.integers(0, 2**32 - 1), st.booleans())
+def test_a_mask_given_with_the_cache_is_combined_with_the_causal_rule(case, seed, additive):
     """Each call gets its rows of a random (b, n, n) key mask (padding-like holes, some queries
-    seeing nothing at all), never the causal rule: the layer adds it."""
+    seeing nothing at all; boolean or additive 0 / -inf), never the causal rule: the layer adds
+    it."""
     layer, x, sizes = case
     n = x.shape[-2]
     rng = np.random.default_rng(seed)
     holes = rng.random(x.shape[:-2] + (n, n)) < 0.7  # True = may attend, future keys included
-    out, _ = run_in_chunks(layer, x, sizes, mask=holes)
+    given_mask = np.where(holes, 0.0, -np.inf) if additive else holes
+    out, _ = run_in_chunks(layer, x, sizes, mask=given_mask)
     assert_close(out, layer(x, holes & causal(n)))
 
 

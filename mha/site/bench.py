@@ -4,6 +4,7 @@
     python -m mha.site.bench --quick          # n = 256, 1024, fewer repeats (under a minute)
     python -m mha.site.bench --save mha/site/data/benchmark.json   # the run the site shows
     python -m mha.site.bench --backward-only --save mha/site/data/benchmark.json  # merge in
+    python -m mha.site.bench --decode-only --save mha/site/data/benchmark.json    # merge in
 
 The full run also measures the chunked path's peak extra memory on one sequence of n = 16384.
 With PyTorch installed it adds PyTorch's column; a CPU-only reference environment is made as in
@@ -26,6 +27,13 @@ Then the backward pass (`measure_backward`), at n = 1024 by default: one
 and, with torch, PyTorch autograd on the same projections (forward and ``backward()`` against a
 forward under ``torch.no_grad()``): the two ratios. ``--backward-only`` measures just this and
 merges it, under the key ``"backward"``, into the JSON file that ``--save`` names.
+
+Then decoding (`measure_decode`): generating 1,024 tokens one at a time with a ``KVCache``
+against recomputing the whole prefix for each new token, the time per token as the prefix grows,
+the cache's bytes for ``kv_heads`` = 8, 2, 1, and one cached step at prefix 1,024 against
+PyTorch's (a preallocated cache, ``scaled_dot_product_attention``, ``no_grad``, the same
+threads), each cut into weight and input preparation, projections, attention and output
+projection. ``--decode-only`` measures just this and merges it under ``"decode"``.
 
 Then the ladder (`ladder`, `measure_ladder`), at n = 1024 by default: the source class, then the
 same class with one more change at each step, up to ``mha``'s fast path, so that the run says
@@ -61,9 +69,12 @@ import tracemalloc
 
 import numpy as np
 
+from ..cache import KVCache
+from ..masks import causal_mask
 from ..multihead import MultiHeadAttention, merge_heads, split_heads
 
-__all__ = ["LADDER_STEPS", "SourceDocumentMHA", "ladder", "measure_backward", "run", "main"]
+__all__ = ["DECODE_KV_HEADS", "DECODE_PREFIXES", "LADDER_STEPS", "STEP_PARTS", "SourceDocumentMHA",
+           "ladder", "measure_backward", "measure_decode", "run", "main"]
 
 
 class SourceDocumentMHA:
@@ -434,15 +445,329 @@ def measure_backward(layer: MultiHeadAttention, n: int = 1024, dtype=np.float32,
     return result
 
 
+# ---- decoding: one new token at a time, with the key/value cache and without ------------------
+
+#: The prefix lengths at which the time of one generated token is kept: the new token attends
+#: to this many tokens (the cached ones and itself).
+DECODE_PREFIXES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+#: The key/value head counts whose cache size is measured (h = 8: MHA, GQA, MQA).
+DECODE_KV_HEADS = (8, 2, 1)
+#: The parts of one decode step, in the order of the table.
+STEP_PARTS = ("preparation", "projections", "attention", "output")
+
+
+def _generate(layer: MultiHeadAttention, x: np.ndarray, cached: bool, causal: np.ndarray):
+    """Produce one output row per row of ``x`` ``(n, d_model)``, one token at a time.
+
+    ``cached``: each step gives the new row to ``layer`` with a `KVCache` (the token attends
+    to the cached keys and values and its own); otherwise each step runs the layer on the
+    whole prefix ``x[:t + 1]`` with a causal mask and keeps the last row. Returns the rows
+    ``(n, d_model)``, the seconds of each step ``(n,)`` and the seconds of the whole loop.
+    """
+    n = x.shape[0]
+    rows = np.empty_like(x)                   # (n, d_model)
+    steps = np.empty(n)
+    cache = KVCache()
+    begin = time.perf_counter()
+    for t in range(n):
+        start = time.perf_counter()
+        if cached:
+            rows[t] = layer(x[t:t + 1], cache=cache)[0]                # (1, d_model) -> row
+        else:
+            rows[t] = layer(x[:t + 1], mask=causal[:t + 1, :t + 1])[-1]  # (t+1, d_model) -> row
+        steps[t] = time.perf_counter() - start
+    return rows, steps, time.perf_counter() - begin
+
+
+def _per_token(layer: MultiHeadAttention, x: np.ndarray, prefixes, causal: np.ndarray,
+               repeats: int) -> dict:
+    """The fastest time of one generated token at each prefix length ``p`` of ``prefixes``
+    (increasing): with a cache holding the first ``p - 1`` rows of ``x`` (filled one token at a
+    time, as while generating), the step on row ``p - 1``, its token taken back out after each
+    call; and the layer on ``x[:p]`` with a causal mask. ``repeats`` interleaved calls each.
+    The steps of a whole generation, timed one by one, are too short to time once each on a
+    shared machine: here each prefix gets its repeats."""
+    cache = KVCache()
+    seconds = {"cached": [], "recomputed": []}
+    for p in prefixes:
+        while len(cache) < p - 1:
+            layer(x[len(cache):len(cache) + 1], cache=cache)
+
+        def cached(p=p):
+            layer(x[p - 1:p], cache=cache)                         # (1, d_model)
+            cache._truncate(p - 1)  # forget it: the next call is the same step again
+
+        def recomputed(p=p):
+            layer(x[:p], mask=causal[:p, :p])                      # (p, d_model)
+
+        times = _time_parts({"cached": cached, "recomputed": recomputed}, repeats)
+        for way in seconds:
+            seconds[way].append(min(times[way]))
+    return seconds
+
+
+def _time_parts(fns: dict, repeats: int) -> dict:
+    """The seconds of ``repeats`` interleaved calls of each function of no argument (one warm-up
+    call each first)."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def _our_step(layer: MultiHeadAttention, cache: KVCache, x_new: np.ndarray) -> dict:
+    """One decode step of ``layer`` on ``x_new`` ``(1, d_model)`` with ``cache``, whole and cut
+    into the pieces ``MultiHeadAttention._run`` runs for a few new tokens, each a function of no
+    argument that leaves the cache as it found it.
+
+    - ``preparation``: the input and weight checks, the cache's layout check, the scale, the
+      cast of ``W_O`` to the input's dtype and the final check of the output;
+    - ``projections``: ``x @ W`` for the queries, keys and values (the weights read as stored,
+      float64), the cast back to float32, the split into heads, the append to the cache;
+    - ``attention``: every query head on the cached keys and values, then the heads merged;
+    - ``output``: the merged heads times ``W_O``.
+    """
+    from .._checks import all_finite, check_scale, check_tokens, check_weight
+
+    d_model, h, kv, d_k, d_v = layer.d_model, layer.h, layer.kv_heads, layer.d_k, layer.d_v
+    start = len(cache)
+
+    def total():
+        out = layer(x_new, cache=cache)
+        cache._truncate(start)  # forget the new token: the next call is the same step again
+        return out
+
+    def preparation():
+        x, context = check_tokens(x_new, None, d_model)
+        check_weight(layer.W_Q, "self.W_Q", (d_model, h, d_k))
+        check_weight(layer.W_K, "self.W_K", (d_model, kv, d_k))
+        check_weight(layer.W_V, "self.W_V", (d_model, kv, d_v))
+        check_weight(layer.W_O, "self.W_O", (h * d_v, d_model))
+        dtype = np.result_type(x, context)
+        cache._check_layout(x.shape[:-2], kv, d_k, d_v, dtype)
+        scale = check_scale(layer.scale, d_k, dtype)
+        W_O = layer.W_O.astype(dtype, copy=False)                       # (h*d_v, d_model)
+        all_finite(state["output"])
+        return dtype, scale, W_O
+
+    def projections():
+        flat = [layer.W_Q.reshape(d_model, h * d_k), layer.W_K.reshape(d_model, kv * d_k),
+                layer.W_V.reshape(d_model, kv * d_v)]
+        q, k, v = (x_new @ W for W in flat)                             # (1, heads * d)
+        q, k, v = (a.astype(x_new.dtype, copy=False) for a in (q, k, v))
+        q, k, v = split_heads(q, h), split_heads(k, kv), split_heads(v, kv)  # (heads, 1, d)
+        k, v = cache._append(k, v)                                      # (kv, start + 1, d)
+        cache._truncate(start)
+        return q, k, v
+
+    def attention():
+        heads, _, _ = layer._attend(state["q"], state["k"], state["v"], None, state["scale"],
+                                    False)                              # (h, 1, d_v)
+        return merge_heads(heads)                                       # (1, h*d_v)
+
+    def output():
+        return state["concat"] @ state["W_O"]                           # (1, d_model)
+
+    state = {"output": total()}
+    _, state["scale"], state["W_O"] = preparation()
+    state["q"], state["k"], state["v"] = projections()  # views that still hold the new token
+    state["concat"] = attention()
+    pieces_out = output()
+    return {"total": total, "preparation": preparation, "projections": projections,
+            "attention": attention, "output": output}, state["output"], pieces_out
+
+
+def _torch_step(layer: MultiHeadAttention, cache: KVCache, x_new: np.ndarray, capacity: int):
+    """PyTorch's decode step on the same weights and cached keys and values: a preallocated
+    cache of ``capacity`` tokens, the weights as float32 tensors made once (as a module's
+    parameters are), ``scaled_dot_product_attention``; the caller runs it under
+    ``torch.no_grad()``. Returns the functions of no argument (whole and by piece, like
+    `_our_step`: ``preparation`` is only the input's conversion to a tensor, the weights being
+    ready) and the step's output."""
+    import torch
+    import torch.nn.functional as F
+
+    d_model, h, kv, d_k, d_v = layer.d_model, layer.h, layer.kv_heads, layer.d_k, layer.d_v
+    dtype = x_new.dtype
+    t_qkv = torch.from_numpy(np.concatenate(
+        [layer.W_Q.reshape(d_model, -1), layer.W_K.reshape(d_model, -1),
+         layer.W_V.reshape(d_model, -1)], axis=1).astype(dtype))        # (d_model, (h+2kv) d)
+    t_o = torch.from_numpy(layer.W_O.astype(dtype))                     # (h*d_v, d_model)
+    pos = len(cache)
+    k_cache = torch.zeros((kv, capacity, d_k), dtype=t_qkv.dtype)       # preallocated
+    v_cache = torch.zeros((kv, capacity, d_v), dtype=t_qkv.dtype)
+    k_cache[:, :pos] = torch.from_numpy(np.ascontiguousarray(cache.keys))
+    v_cache[:, :pos] = torch.from_numpy(np.ascontiguousarray(cache.values))
+    gqa = kv < h
+    split = [h * d_k, kv * d_k, kv * d_v]
+
+    def total():
+        xt = torch.from_numpy(x_new)                                    # (1, d_model)
+        q, k, v = (xt @ t_qkv).split(split, dim=-1)
+        k_cache[:, pos] = k.view(kv, d_k)
+        v_cache[:, pos] = v.view(kv, d_v)
+        out = F.scaled_dot_product_attention(q.view(h, 1, d_k), k_cache[:, :pos + 1],
+                                             v_cache[:, :pos + 1], enable_gqa=gqa)
+        return out.view(1, h * d_v) @ t_o                               # (1, d_model)
+
+    state = {}
+
+    def preparation():
+        return torch.from_numpy(x_new)
+
+    def projections():
+        q, k, v = (state["xt"] @ t_qkv).split(split, dim=-1)           # (1, heads * d)
+        k_cache[:, pos] = k.view(kv, d_k)                               # write into the cache
+        v_cache[:, pos] = v.view(kv, d_v)
+        return q.view(h, 1, d_k)
+
+    def attention():
+        out = F.scaled_dot_product_attention(state["q"], k_cache[:, :pos + 1],
+                                             v_cache[:, :pos + 1], enable_gqa=gqa)  # (h, 1, d_v)
+        return out.view(1, h * d_v)
+
+    def output():
+        return state["concat"] @ t_o                                    # (1, d_model)
+
+    with torch.no_grad():
+        state["xt"] = preparation()
+        state["q"] = projections()
+        state["concat"] = attention()
+        result = total().numpy()
+    return {"total": total, "preparation": preparation, "projections": projections,
+            "attention": attention, "output": output}, result
+
+
+def measure_decode(d_model: int = 512, h: int = 8, n: int = 1024, dtype=np.float32,
+                   repeats: int = 3, token_repeats: int = 15, step_repeats: int = 300,
+                   kv_heads=None,
+                   log=print) -> dict:
+    """Generate ``n`` tokens one at a time, with a `KVCache` and by recomputing the prefix.
+
+    One layer ``MultiHeadAttention(d_model, h, seed=0)``; step ``t`` takes row ``t`` of a
+    fixed random ``x`` ``(n, d_model)`` (the outputs are not fed back: the layer's cost does
+    not depend on its input's values). The two ways are run in turn ``repeats`` times in this
+    process; the result holds:
+
+    - ``seconds``: the fastest whole generation of each way (``cached``, ``recomputed``) and
+      ``recomputed_over_cached``, their ratio; ``median_seconds`` beside it;
+    - ``per_token``: at each prefix length ``p`` of `DECODE_PREFIXES` up to ``n``, the step
+      whose new token attends to ``p`` tokens, each way, timed on its own (`_per_token`): the
+      fastest of ``token_repeats`` interleaved calls;
+    - ``max_abs_difference``: between the rows both ways produced (``agree``: within float32
+      tolerance, ``rtol=1e-4, atol=1e-5``);
+    - ``cache``: for each of ``kv_heads`` (default: those of `DECODE_KV_HEADS` that divide
+      ``h``), ``KVCache.nbytes`` after all ``n`` tokens and the
+      formula ``2 * n * kv_heads * d_head * itemsize``;
+    - ``step``: one cached step at prefix ``n`` (``n - 1`` tokens cached), the fastest of
+      ``step_repeats`` interleaved calls of the whole step and of each of its pieces
+      (`STEP_PARTS`: see `_our_step`), and with torch installed the same for PyTorch
+      (`_torch_step`) with its thread count and its output's difference from ours.
+    """
+    dtype = np.dtype(dtype)
+    layer = MultiHeadAttention(d_model, h, seed=0)
+    x = np.random.default_rng(5).normal(size=(n, d_model)).astype(dtype)  # (n, d_model)
+    causal = causal_mask(n)
+    _generate(layer, x[:8], True, causal)                                  # warm-up
+    _generate(layer, x[:8], False, causal)
+    totals = {"cached": [], "recomputed": []}
+    rows = {}
+    for _ in range(repeats):
+        for way in totals:
+            rows[way], _, total = _generate(layer, x, way == "cached", causal)
+            totals[way].append(total)
+    best = {way: min(t) for way, t in totals.items()}
+    prefixes = [p for p in DECODE_PREFIXES if p <= n]
+    per_token = _per_token(layer, x, prefixes, causal, token_repeats)
+    difference = float(np.abs(rows["cached"] - rows["recomputed"]).max())
+    result = {
+        "n": n, "d_model": d_model, "h": h, "dtype": dtype.name, "repeats": repeats,
+        "seconds": best, "median_seconds": {w: statistics.median(t) for w, t in totals.items()},
+        "recomputed_over_cached": best["recomputed"] / best["cached"],
+        "per_token": {"prefix": prefixes, "repeats": token_repeats, **per_token},
+        "max_abs_difference": difference,
+        "agree": bool(np.allclose(rows["cached"], rows["recomputed"], rtol=1e-4, atol=1e-5)),
+    }
+    log(f"decode n={n}: cached {best['cached']:.3f} s, recomputed {best['recomputed']:.3f} s: "
+        f"x{result['recomputed_over_cached']:.1f} (outputs differ by at most {difference:.1e})")
+    for i, p in enumerate(prefixes):
+        log(f"decode prefix {p:5d}: cached {result['per_token']['cached'][i] * 1e3:7.3f} ms, "
+            f"recomputed {result['per_token']['recomputed'][i] * 1e3:8.3f} ms per token")
+
+    result["cache"] = []
+    if kv_heads is None:
+        kv_heads = [kv for kv in DECODE_KV_HEADS if h % kv == 0]
+    for kv in kv_heads:
+        cache = KVCache()
+        MultiHeadAttention(d_model, h, seed=0, kv_heads=kv)(x, cache=cache)
+        d_head = d_model // h
+        row = {"kv_heads": kv, "tokens": len(cache), "nbytes": cache.nbytes,
+               "formula_bytes": 2 * n * kv * d_head * dtype.itemsize}
+        result["cache"].append(row)
+        log(f"decode cache kv_heads={kv}: {row['nbytes']} bytes after {n} tokens "
+            f"(2 * {n} * {kv} * {d_head} * {dtype.itemsize} = {row['formula_bytes']})")
+
+    # One step at prefix n: n - 1 tokens cached one at a time (so that the cache's arrays have
+    # grown as they do while generating), then the n-th token, again and again.
+    cache = KVCache()
+    for t in range(n - 1):
+        layer(x[t:t + 1], cache=cache)
+    x_new = x[n - 1:n]                                                     # (1, d_model)
+    fns, ours, pieces = _our_step(layer, cache, x_new)
+    step = {"prefix": n, "step_repeats": step_repeats}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None:
+        times = _time_parts(fns, step_repeats)
+    else:
+        torch_fns, theirs = _torch_step(layer, cache, x_new, capacity=2 * n)
+        both = {**fns, **{"torch_" + name: fn for name, fn in torch_fns.items()}}
+        with torch.no_grad():
+            times = _time_parts(both, step_repeats)
+        step["torch_threads"] = torch.get_num_threads()
+        step["relative_difference_vs_torch"] = float(np.abs(ours - theirs).max()
+                                                     / np.abs(theirs).max())
+    step["pieces_match_total"] = bool(np.allclose(pieces, ours, rtol=1e-5, atol=1e-6))
+    step["environment"] = {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+                           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
+    for lib, prefix in (("mha", ""), ("torch", "torch_")):
+        if prefix + "total" not in times:
+            continue
+        parts = {part: min(times[prefix + part]) for part in STEP_PARTS}
+        step[lib] = {"seconds": min(times[prefix + "total"]),
+                     "median_seconds": statistics.median(times[prefix + "total"]),
+                     "parts": parts, "median_parts": {part: statistics.median(times[prefix + part])
+                                                      for part in STEP_PARTS},
+                     "sum_of_parts": sum(parts.values())}
+        log(f"decode step at prefix {n} ({lib}): {step[lib]['seconds'] * 1e3:.3f} ms; "
+            + ", ".join(f"{part} {s * 1e3:.3f}" for part, s in parts.items())
+            + f" (sum {step[lib]['sum_of_parts'] * 1e3:.3f}) ms")
+    if "torch" in step:
+        step["mha_over_torch"] = step["mha"]["seconds"] / step["torch"]["seconds"]
+        log(f"decode step: mha / torch = {step['mha_over_torch']:.2f} "
+            f"({step['torch_threads']} torch threads)")
+    result["step"] = step
+    return result
+
+
 def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 5,
         dtype=np.float32, skip=(), reference_max_n: int = 64, source_max_n: int = 4096,
         long_n: int | None = 16384, ladder_n: int | None = 1024,
-        backward_n: int | None = 1024, log=print) -> dict:
+        backward_n: int | None = 1024, decode_n: int | None = 1024, decode_repeats: int = 3,
+        log=print) -> dict:
     """Run the benchmark and return its results as a JSON-ready dict.
 
     With ``ladder_n``, the steps of `ladder` are also timed at that length (see
     `measure_ladder`), after the implementations; with ``backward_n``, the backward pass at
-    that length (see `measure_backward`), after the ladder.
+    that length (see `measure_backward`), after the ladder; with ``decode_n``, generating that
+    many tokens one at a time (see `measure_decode`, ``decode_repeats`` times), last.
     """
     dtype = np.dtype(dtype)
     layer = MultiHeadAttention(d_model, h, seed=0)
@@ -502,6 +827,9 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
     backward = None
     if backward_n:
         backward = measure_backward(layer, backward_n, dtype, repeats, log=log)
+    decode = None
+    if decode_n:
+        decode = measure_decode(d_model, h, decode_n, dtype, decode_repeats, log=log)
     long = None
     if long_n:
         long = long_sequence_memory(long_n, h, d_model // h, dtype)
@@ -511,7 +839,7 @@ def run(sizes=(256, 1024, 4096), d_model: int = 512, h: int = 8, repeats: int = 
     return {
         **_provenance(), "d_model": d_model, "h": h, "dtype": dtype.name,
         "gemm_gflops": gemm, "results": results, "ratios": ratios, "ladder": ladder_run,
-        "long_sequence": long, "backward": backward,
+        "long_sequence": long, "backward": backward, "decode": decode,
     }
 
 
@@ -545,6 +873,13 @@ def main(argv=None) -> int:
     parser.add_argument("--backward-only", action="store_true",
                         help="measure only the backward pass (at --backward-n); with --save, "
                              "merge it into that file's other results under \"backward\"")
+    parser.add_argument("--decode-n", type=int, default=1024,
+                        help="tokens generated one at a time in the decoding run (0: skip)")
+    parser.add_argument("--decode-repeats", type=int, default=3,
+                        help="whole generations of each way in the decoding run")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="measure only decoding (at --decode-n); with --save, merge it into "
+                             "that file's other results under \"decode\"")
     parser.add_argument("--save", help="write the results as JSON to this path")
     args = parser.parse_args(argv)
     # NumPy's BLAS threads and PyTorch's OpenMP threads share the cores; threads that spin
@@ -553,21 +888,30 @@ def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     sizes = args.sizes or ((256, 1024) if args.quick else (256, 1024, 4096))
     repeats = args.repeats or (3 if args.quick else 7)
-    if args.backward_only:
-        if not args.backward_n:
-            parser.error("--backward-only needs --backward-n > 0")
-        backward = measure_backward(MultiHeadAttention(512, 8, seed=0), args.backward_n,
-                                    np.float32, repeats)
+    if args.backward_only and args.decode_only:
+        parser.error("--backward-only and --decode-only exclude each other")
+    if args.backward_only or args.decode_only:
+        if args.backward_only:
+            if not args.backward_n:
+                parser.error("--backward-only needs --backward-n > 0")
+            key, part = "backward", measure_backward(MultiHeadAttention(512, 8, seed=0),
+                                                     args.backward_n, np.float32, repeats)
+        else:
+            if not args.decode_n:
+                parser.error("--decode-only needs --decode-n > 0")
+            key, part = "decode", measure_decode(512, 8, args.decode_n, np.float32,
+                                                 args.decode_repeats)
         results = {}
         if args.save and os.path.exists(args.save):
             with open(args.save, encoding="utf-8") as f:
                 results = json.load(f)
         # The rest of the file keeps its own date and versions; this part records its own.
-        results["backward"] = {**_provenance(), **backward}
+        results[key] = {**_provenance(), **part}
     else:
         results = run(sizes=sizes, repeats=repeats, source_max_n=1024 if args.quick else 4096,
                       long_n=None if args.quick else args.long_n, ladder_n=args.ladder_n or None,
-                      backward_n=args.backward_n or None)
+                      backward_n=args.backward_n or None, decode_n=args.decode_n or None,
+                      decode_repeats=args.decode_repeats)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

@@ -18,7 +18,7 @@ from .. import experiments
 from ..head_roles import SENTENCES_ZH, study, word_links
 from ...models.e5 import load_e5
 from ...models.minilm import load_minilm
-from . import applications, longrange, positions, realheads, speed, tables
+from . import applications, inference, longrange, positions, realheads, speed, tables
 from . import training as train_plots
 from . import walkthrough as walk
 from ._style import style
@@ -62,6 +62,11 @@ def _benchmark_run() -> dict:
 
     path = Path(__file__).parents[1] / "data" / "benchmark.json"
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _decode_run() -> dict:
+    """The kept benchmark run's decoding section (``python -m mha.site.bench --decode-only``)."""
+    return _benchmark_run()["decode"]
 
 
 def _training_run() -> dict:
@@ -146,6 +151,8 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "training-heads": lambda lang: train_plots.plot_heads(_training_run(), lang),
     "training-scale-init": lambda lang: train_plots.plot_scale_init(_training_run(), lang),
     "training-scale-curves": lambda lang: train_plots.plot_scale_curves(_training_run(), lang),
+    "inference-decode": lambda lang: inference.plot_decode(_decode_run(), lang),
+    "inference-cache": lambda lang: inference.plot_cache(_decode_run(), lang),
 }
 
 #: Figures whose tick labels are the tokens of a Chinese sentence in every language (the case
@@ -199,6 +206,11 @@ DEPENDS: dict[str, tuple[str, ...]] = {
                                     "training-heads", "training-scale-init",
                                     "training-scale-curves", "training-head-scores",
                                     "training-heads-table", "training-scale-table")},
+    # The inference chapter: the decoding section of the kept benchmark run (the table imports
+    # the names of the step's parts from the benchmark).
+    **{name: ("site/plots/inference.py", "site/data/benchmark.json")
+       for name in ("inference-decode", "inference-cache")},
+    "decode-step": ("site/plots/inference.py", "site/data/benchmark.json", "site/bench.py"),
 }
 
 #: Every generated table the site shows: name (the page's ``<!-- mha:table NAME -->`` marker)
@@ -212,4 +224,5 @@ TABLES: dict[str, Callable[[str], str]] = {
     "training-head-scores": lambda lang: train_plots.head_scores_table(_training_run(), lang),
     "training-heads-table": lambda lang: train_plots.heads_table(_training_run(), lang),
     "training-scale-table": lambda lang: train_plots.scale_table(_training_run(), lang),
+    "decode-step": lambda lang: inference.decode_step_table(_decode_run(), lang),
 }

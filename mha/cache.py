@@ -42,8 +42,8 @@ class KVCache:
     which is why multi-query and grouped-query attention (``kv_heads`` below ``h`` in
     `MultiHeadAttention`) make it smaller.
 
-    The cache is tied to the layout of its first use (batch shape, ``kv_heads``, ``d_k``,
-    ``d_v``, dtype): a call with another layout raises ``ValueError``. It keeps keys and values,
+    The cache is tied to the layout of the tokens it holds (batch shape, ``kv_heads``, ``d_k``,
+    ``d_v``, dtype): while it holds any, a call with another layout raises ``ValueError``. It keeps keys and values,
     not weights: if a layer's weights are changed, the tokens already cached keep the keys and
     values the old weights gave them (start a new cache to recompute them).
 
@@ -99,10 +99,11 @@ class KVCache:
         return view
 
     def _check_layout(self, lead, kv_heads, d_k, d_v, dtype) -> None:
-        """Tie the cache to a layout on first use; refuse another layout afterwards."""
+        """Tie the cache to a layout while it is empty; refuse another layout afterwards."""
         layout = (tuple(lead), kv_heads, d_k, d_v, np.dtype(dtype))
-        if self._layout is None:
-            self._layout = layout
+        if self._length == 0:  # nothing cached yet (or a first call failed): take this layout
+            if layout != self._layout:
+                self._layout, self._k, self._v = layout, None, None
         elif layout != self._layout:
             names = ("batch shape", "kv_heads", "d_k", "d_v", "dtype")
             differ = ", ".join(f"{name} {old} (cached) vs {new} (now)" for name, old, new

@@ -463,10 +463,7 @@ class MultiHeadAttention:
         W_O = check_weight(self.W_O, "self.W_O", (h * d_v, d_model))
         lead, n = x.shape[:-2], x.shape[-2]
         dtype = np.result_type(x, context)
-        start = 0  # the position of the first token of x: len(cache) with a cache
-        if cache is not None:
-            cache._check_layout(lead, kv, d_k, d_v, dtype)
-            start = len(cache)
+        start = 0 if cache is None else len(cache)  # the position of the first token of x
         m = start + context.shape[-2]  # keys: with a cache, the cached tokens and then x
         visible = None if mask is None else as_visible_mask(
             mask, lead + (n, m), "the weights of one head (..., n, m)")  # True = may attend
@@ -500,7 +497,8 @@ class MultiHeadAttention:
             positions = start + np.arange(n)
             with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
                 q, k = _rotate(q, positions, 10000.0), _rotate(k, positions, 10000.0)
-        if cache is not None:
+        if cache is not None:  # every argument has been checked: tie the cache, and append
+            cache._check_layout(lead, kv, d_k, d_v, dtype)
             k, v = cache._append(k, v)  # (..., kv_heads, start + n, d): the cached ones too
         try:
             scale = check_scale(self.scale, d_k, dtype)  # 1 / sqrt(d_k) unless the layer says
@@ -533,8 +531,13 @@ class MultiHeadAttention:
         # q (..., kv, g, n, d_k) against k (..., kv, 1, m, d_k): broadcast over the group.
         if visible is not None:
             visible = visible[..., None, :, :]  # (..., 1, 1, n, m) against (..., kv, g, n, m)
-        heads, weights, scores = _attend(_group(q, kv), k[..., None, :, :], v[..., None, :, :],
-                                         visible, scale, keep_scores=keep_scores)
+        try:
+            heads, weights, scores = _attend(_group(q, kv), k[..., None, :, :],
+                                             v[..., None, :, :], visible, scale,
+                                             keep_scores=keep_scores)
+        except ValueError:  # an overflow, named there by the grouped inner shapes
+            raise overflow_error("the attention scores or output", q.dtype, q=q.shape,
+                                 k=k.shape, v=v.shape) from None
         return (_ungroup(heads), _ungroup(weights),
                 None if scores is None else _ungroup(scores))
 

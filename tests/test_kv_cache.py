@@ -551,8 +551,6 @@ def test_a_bad_mask_with_a_cache_leaves_the_cache_as_it_was(mask, message):
     assert error.match(message)
 
 
-@pytest.mark.xfail(strict=True, reason="mha.KVCache ties an empty cache to the layout of a call "
-                   "that then fails (reported to the lead)")
 def test_a_failed_first_call_does_not_tie_an_empty_cache_to_its_layout():
     layer = MultiHeadAttention(16, 4, kv_heads=2, seed=0)
     cache = KVCache()

@@ -45,12 +45,13 @@ def check_flag(value, name: str) -> bool:
     return bool(value)
 
 
-def check_axis(axis, shape: tuple[int, ...]) -> int:
-    """An axis of an array of ``shape``, as a Python int (negative counts from the end)."""
+def check_axis(axis, shape: tuple[int, ...], name: str = "x") -> int:
+    """An axis of the array ``name`` of ``shape``, as a Python int (negative counts from the
+    end)."""
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
         raise TypeError(f"axis must be an integer, got {axis!r}")
     if not -len(shape) <= axis < len(shape):
-        raise ValueError(f"axis {axis} is out of range for x of shape {shape}"
+        raise ValueError(f"axis {axis} is out of range for {name} of shape {shape}"
                          + (" (a 0-d array has no axis)" if not shape else ""))
     return int(axis)
 

@@ -82,7 +82,7 @@ def softmax_backward(p, dp, axis: int = -1) -> np.ndarray:
     dp = as_float_array(dp, "dp")
     if p.shape != dp.shape:
         raise ValueError(f"p and dp must have the same shape, got p {p.shape} and dp {dp.shape}")
-    axis = check_axis(axis, p.shape)
+    axis = check_axis(axis, p.shape, "p")
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
         dx = p * dp
         dx -= p * dx.sum(axis=axis, keepdims=True)         # p_j dp_j - p_j sum_i p_i dp_i

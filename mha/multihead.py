@@ -419,14 +419,15 @@ class MultiHeadAttention:
             x2 = x.reshape(-1, d_model)                                 # (b*n, d_model)
             if context is x:  # one product for the three roles, as in the forward
                 d_qkv = np.concatenate([dq, dk, dv], axis=-1)           # (..., n, all columns)
-                d_fused = x2.T @ d_qkv.reshape(len(x2), -1)             # (d_model, columns)
+                d_fused = x2.T @ d_qkv.reshape(len(x2), d_qkv.shape[-1])             # (d_model, columns)
                 dW = np.split(d_fused, [h * self.d_k, (h + kv) * self.d_k], axis=1)
                 dx = d_qkv @ np.concatenate(flat, axis=1).T             # (..., n, d_model)
                 d_context = None
             else:
                 c2 = context.reshape(-1, d_model)                       # (b*m, d_model)
-                dW = [x2.T @ dq.reshape(len(x2), -1), c2.T @ dk.reshape(len(c2), -1),
-                      c2.T @ dv.reshape(len(c2), -1)]
+                dW = [x2.T @ dq.reshape(len(x2), dq.shape[-1]),
+                      c2.T @ dk.reshape(len(c2), dk.shape[-1]),
+                      c2.T @ dv.reshape(len(c2), dv.shape[-1])]
                 dx = dq @ flat[0].T
                 d_context = dk @ flat[1].T + dv @ flat[2].T
         grads = {"x": dx, "context": d_context,

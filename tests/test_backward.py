@@ -498,3 +498,18 @@ def test_layer_backward_refuses_bad_d_out_and_bad_input():
         layer.backward(x, np.zeros((2, 5, 8)), np.ones((5, 5), int))
     with pytest.raises(ValueError, match=r"not supported with rope=True"):
         MultiHeadAttention(8, 2, seed=0, rope=True).backward(x, np.zeros((2, 5, 8)), context=x)
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_layer_backward_of_no_tokens_is_zero_for_every_weight(cross):
+    """No queries (n = 0): nothing reaches any weight, and the shapes still hold."""
+    layer = MultiHeadAttention(8, 2, seed=0)
+    x = np.zeros((2, 0, 8))
+    context = np.ones((2, 3, 8)) if cross else None
+    grads = layer.backward(x, np.zeros((2, 0, 8)), context=context)
+    assert grads["x"].shape == (2, 0, 8)
+    assert (grads["context"] is None) == (not cross)
+    if cross:
+        assert grads["context"].shape == (2, 3, 8) and not grads["context"].any()
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        assert grads[name].shape == getattr(layer, name).shape and not grads[name].any()

@@ -323,3 +323,18 @@ def test_the_kept_run_measures_decoding_as_the_issue_asks():
         assert tuple(step[lib]["parts"]) == STEP_PARTS
     assert step["mha_over_torch"] == step["mha"]["seconds"] / step["torch"]["seconds"]
     assert step["relative_difference_vs_torch"] < 1e-5 and step["torch_threads"] == 2
+
+
+def test_pieces_are_timed_in_interleaved_blocks():
+    """After one warm-up call each, every function runs ``block`` times in a row, then the next
+    one, round after round, until each has its repeats (rounded up to whole blocks)."""
+    from mha.site.bench import _time_parts
+
+    calls = []
+    times = _time_parts({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                        repeats=5, block=2)
+    assert "".join(calls) == "ab" + "aabb" * 3
+    assert [len(times["a"]), len(times["b"])] == [6, 6]
+    calls.clear()
+    _time_parts({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2)
+    assert "".join(calls) == "ab" + "ab" * 2

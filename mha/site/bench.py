@@ -484,7 +484,8 @@ def _per_token(layer: MultiHeadAttention, x: np.ndarray, prefixes, causal: np.nd
     """The fastest time of one generated token at each prefix length ``p`` of ``prefixes``
     (increasing): with a cache holding the first ``p - 1`` rows of ``x`` (filled one token at a
     time, as while generating), the step on row ``p - 1``, its token taken back out after each
-    call; and the layer on ``x[:p]`` with a causal mask. ``repeats`` interleaved calls each.
+    call; and the layer on ``x[:p]`` with a causal mask. ``repeats`` calls each, in three
+    interleaved blocks (see `_time_parts`).
     The steps of a whole generation, timed one by one, are too short to time once each on a
     shared machine: here each prefix gets its repeats."""
     cache = KVCache()
@@ -500,23 +501,31 @@ def _per_token(layer: MultiHeadAttention, x: np.ndarray, prefixes, causal: np.nd
         def recomputed(p=p):
             layer(x[:p], mask=causal[:p, :p])                      # (p, d_model)
 
-        times = _time_parts({"cached": cached, "recomputed": recomputed}, repeats)
+        times = _time_parts({"cached": cached, "recomputed": recomputed}, repeats,
+                            block=max(1, repeats // 3))
         for way in seconds:
             seconds[way].append(min(times[way]))
     return seconds
 
 
-def _time_parts(fns: dict, repeats: int) -> dict:
-    """The seconds of ``repeats`` interleaved calls of each function of no argument (one warm-up
-    call each first)."""
+def _time_parts(fns: dict, repeats: int, block: int = 1) -> dict:
+    """The seconds of ``repeats`` calls (rounded up to whole blocks) of each function of no
+    argument, interleaved by blocks of ``block`` calls of one function in a row (one warm-up
+    call each first).
+
+    Blocks keep what a call reads (the weights, the cache) in the processor's caches, as the
+    steps of one generation do when they follow each other; interleaving the blocks still
+    spreads a slow spell of the machine over every function alike.
+    """
     for fn in fns.values():
         fn()
     times = {name: [] for name in fns}
-    for _ in range(repeats):
+    for _ in range(-(-repeats // block)):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+            for _ in range(block):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
     return times
 
 
@@ -665,7 +674,7 @@ def measure_decode(d_model: int = 512, h: int = 8, n: int = 1024, dtype=np.float
       ``h``), ``KVCache.nbytes`` after all ``n`` tokens and the
       formula ``2 * n * kv_heads * d_head * itemsize``;
     - ``step``: one cached step at prefix ``n`` (``n - 1`` tokens cached), the fastest of
-      ``step_repeats`` interleaved calls of the whole step and of each of its pieces
+      ``step_repeats`` calls (in ten interleaved blocks) of the whole step and of each piece
       (`STEP_PARTS`: see `_our_step`), and with torch installed the same for PyTorch
       (`_torch_step`) with its thread count and its output's difference from ours.
     """
@@ -724,13 +733,15 @@ def measure_decode(d_model: int = 512, h: int = 8, n: int = 1024, dtype=np.float
         import torch
     except ImportError:
         torch = None
+    block = max(1, step_repeats // 10)  # ten interleaved blocks of each function
+    step["block"] = block
     if torch is None:
-        times = _time_parts(fns, step_repeats)
+        times = _time_parts(fns, step_repeats, block)
     else:
         torch_fns, theirs = _torch_step(layer, cache, x_new, capacity=2 * n)
         both = {**fns, **{"torch_" + name: fn for name, fn in torch_fns.items()}}
         with torch.no_grad():
-            times = _time_parts(both, step_repeats)
+            times = _time_parts(both, step_repeats, block)
         step["torch_threads"] = torch.get_num_threads()
         step["relative_difference_vs_torch"] = float(np.abs(ours - theirs).max()
                                                      / np.abs(theirs).max())

@@ -148,22 +148,26 @@ STEP_HEADERS = {
 }
 STEP_NOTE = {
     "zh": "d_model = {d}，h = {h}，{dtype}；缓存里已有 {cached} 个{token}，新{token}是第 {n} 个。"
-          "每一格是同一进程里轮流计时 {repeats} 次中最快的一次；各部分单独计时，所以加起来不一定"
-          "等于整步。mha 按 `MultiHeadAttention` 少量词元路径的做法执行各部分：权重按存储的 "
-          "float64 直接相乘，每次调用都检查输入和权重，并把 $W^O$ 转成输入的类型（类承诺改权重"
-          "立刻生效，所以不缓存转好的权重）。PyTorch：`torch.no_grad()`，预先分配的缓存，"
-          "`scaled_dot_product_attention`，权重事先就是 float32 张量（模块参数就是这样），"
-          "{threads} 个线程。mha 整步是 PyTorch 的 {ratio:.2f} 倍。{versions}。",
+          "每一格是同一进程里 {repeats} 次调用中最快的一次（每段连续调用 {block} 次，各段轮流）。"
+          "各部分单独计时，各自的数据留在处理器缓存里，所以加起来比整步少：整步一次要读全部权重"
+          "和缓存，读得更慢。mha 的各部分就是 `MultiHeadAttention` 少量词元路径做的事：权重按存储"
+          "的 float64 直接相乘；每次调用都检查输入和权重（每个权重都从头读一遍，查有没有 NaN 或 "
+          "inf），并把 $W^O$ 转成输入的类型（类承诺改权重立刻生效，所以不缓存转好的权重）。"
+          "PyTorch：`torch.no_grad()`，预先分配的缓存，`scaled_dot_product_attention`，权重事先"
+          "就是 float32 张量（模块参数就是这样），{threads} 个线程。mha 整步是 PyTorch 的 "
+          "{ratio:.2f} 倍。{versions}。",
     "en": "d_model = {d}, h = {h}, {dtype}; {cached} {token}s in the cache, the new one is number "
-          "{n}. Each cell is the fastest of {repeats} interleaved calls in one process; the parts "
-          "are timed on their own, so they need not add up to the whole step. mha's parts are "
-          "what `MultiHeadAttention` does for a few tokens: the products read the float64 weights "
-          "as stored, every call checks its input and weights and casts $W^O$ to the input's "
-          "dtype (the class promises that weight edits take effect at once, so it keeps no "
-          "prepared weights). PyTorch: `torch.no_grad()`, a preallocated cache, "
-          "`scaled_dot_product_attention`, the weights float32 tensors made beforehand (as a "
-          "module's parameters are), {threads} threads. mha's whole step takes {ratio:.2f} times "
-          "PyTorch's. {versions}.",
+          "{n}. Each cell is the fastest of {repeats} calls in one process (in runs of {block} "
+          "calls in a row, the runs interleaved). The parts are timed on their own, their data "
+          "staying in the processor's caches, so they add up to less than the whole step, which "
+          "reads all the weights and the cache in one go, and more slowly. mha's parts are what "
+          "`MultiHeadAttention` does for a few tokens: the products read the float64 weights as "
+          "stored; every call checks its input and weights (reading every weight through for "
+          "NaN or inf) and casts $W^O$ to the input's dtype (the class promises that weight "
+          "edits take effect at once, so it keeps no prepared weights). PyTorch: "
+          "`torch.no_grad()`, a preallocated cache, `scaled_dot_product_attention`, the weights "
+          "float32 tensors made beforehand (as a module's parameters are), {threads} threads. "
+          "mha's whole step takes {ratio:.2f} times PyTorch's. {versions}.",
 }
 
 
@@ -196,7 +200,7 @@ def decode_step_table(decode: dict, lang: str) -> str:
                 + f" · {decode['machine']['cpu_count']} CPU · {decode['date'][:10]}")
     note = STEP_NOTE[lang].format(d=decode["d_model"], h=decode["h"], dtype=decode["dtype"],
                                   cached=n - 1, n=f"{n:,}", token=token,
-                                  repeats=step["step_repeats"],
+                                  repeats=step["step_repeats"], block=step.get("block", 1),
                                   threads=step.get("torch_threads", "–"),
                                   ratio=step.get("mha_over_torch", float("nan")),
                                   versions=versions)

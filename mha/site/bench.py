@@ -885,7 +885,8 @@ def main(argv=None) -> int:
                         help="measure only the backward pass (at --backward-n); with --save, "
                              "merge it into that file's other results under \"backward\"")
     parser.add_argument("--decode-n", type=int, default=1024,
-                        help="tokens generated one at a time in the decoding run (0: skip)")
+                        help="tokens generated one at a time in the decoding run (0: skip; "
+                             "skipped by --quick)")
     parser.add_argument("--decode-repeats", type=int, default=3,
                         help="whole generations of each way in the decoding run")
     parser.add_argument("--decode-only", action="store_true",
@@ -921,7 +922,8 @@ def main(argv=None) -> int:
     else:
         results = run(sizes=sizes, repeats=repeats, source_max_n=1024 if args.quick else 4096,
                       long_n=None if args.quick else args.long_n, ladder_n=args.ladder_n or None,
-                      backward_n=args.backward_n or None, decode_n=args.decode_n or None,
+                      backward_n=args.backward_n or None,
+                      decode_n=None if args.quick else args.decode_n or None,
                       decode_repeats=args.decode_repeats)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:

@@ -431,7 +431,7 @@ def test_pages_ask_for_the_same_tables_in_both_languages():
     found = page_markers()
     assert {table for (lang, _, _), table in found.items() if lang == "zh"} == {
         "glossary", "benchmark", "benchmark-ladder", "head-roles", "head-roles-e5",
-        "training-head-scores", "training-heads-table", "training-scale-table"}
+        "training-head-scores", "training-heads-table", "training-scale-table", "decode-step"}
     assert {(page, t) for (lang, page, _), t in found.items() if lang == "zh"} == {
         (page, t) for (lang, page, _), t in found.items() if lang == "en"}
 

@@ -1134,7 +1134,7 @@ class FakeItem:
         self.marks.append(SimpleNamespace(name=name))
 
 
-def test_every_test_gets_the_suite_of_where_it_lives():
+def test_every_test_gets_the_suite_of_where_it_lives(monkeypatch):
     conftest = root_conftest()
     expected = {
         "mha/attention.py": "core", "mha/models/minilm.py": "model",
@@ -1150,6 +1150,7 @@ def test_every_test_gets_the_suite_of_where_it_lives():
     }
     items = [FakeItem(path) for path in expected]
     items.append(FakeItem("tests/test_attention.py", "site"))  # a file may choose its own
+    monkeypatch.delenv("MHA_TEST_SHARD", raising=False)  # set when dev.py runs two halves
     conftest.pytest_collection_modifyitems(SimpleNamespace(rootpath=ROOT), items)
     assert {item.nodeid.split("::")[0]: conftest.suites_of(item) for item in items[:-1]} == {
         path: [suite] for path, suite in expected.items()}

@@ -228,3 +228,18 @@ BAD_QKV = [
 ] + [((bad, K, V), error, message) for bad, error, message in bad_arrays("q", Q.shape)] \
   + [((Q, bad, V), error, message) for bad, error, message in bad_arrays("k", K.shape)] \
   + [((Q, K, bad), error, message) for bad, error, message in bad_arrays("v", V.shape)]
+
+
+def numeric_gradient(loss, z: np.ndarray, step: float = 1e-6) -> np.ndarray:
+    """Central differences of ``loss()`` with respect to every entry of ``z`` (changed in place
+    and restored: ``loss`` must read ``z``)."""
+    grad = np.zeros(z.shape)
+    for index in np.ndindex(z.shape):
+        old = z[index]
+        z[index] = old + step
+        up = loss()
+        z[index] = old - step
+        down = loss()
+        z[index] = old
+        grad[index] = (up - down) / (2 * step)
+    return grad

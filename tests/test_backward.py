@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import BAD_QKV, K, Q, V, attention_inputs, bad_arrays, make_mask, no_warnings
+from helpers import (BAD_QKV, K, Q, V, attention_inputs, bad_arrays, make_mask, no_warnings,
+                     numeric_gradient)
 from mha import (MultiHeadAttention, attention_backward, scaled_dot_product_attention, softmax,
                  softmax_backward)
 
@@ -26,21 +27,6 @@ GOLDEN_TOL = {np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12},
               np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-6}}
 FD_TOL = {"rtol": 1e-6, "atol": 1e-7}
 GRADIENTS = ("x", "context", "W_Q", "W_K", "W_V", "W_O")
-
-
-def numeric_gradient(loss, z: np.ndarray, step: float = 1e-6) -> np.ndarray:
-    """Central differences of ``loss()`` with respect to every entry of ``z`` (changed in place
-    and restored: ``loss`` must read ``z``)."""
-    grad = np.zeros(z.shape)
-    for index in np.ndindex(z.shape):
-        old = z[index]
-        z[index] = old + step
-        up = loss()
-        z[index] = old - step
-        down = loss()
-        z[index] = old
-        grad[index] = (up - down) / (2 * step)
-    return grad
 
 
 def layer_loss(layer, x, d_out, mask, context):

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import assert_close, no_warnings
+from helpers import assert_close, no_warnings, numeric_gradient
 from mha import KVCache, MultiHeadAttention
 from mha.reference import multi_head_attention_reference, rope_reference
 
@@ -622,21 +622,6 @@ def test_weight_edits_take_effect_while_decoding(kv_heads):
 
 
 # ---- backward with kv_heads ---------------------------------------------------------------------
-
-def numeric_gradient(loss, z: np.ndarray, step: float = 1e-6) -> np.ndarray:
-    """Central differences of ``loss()`` with respect to every entry of ``z`` (changed in place
-    and restored: ``loss`` must read ``z``)."""
-    grad = np.zeros(z.shape)
-    for index in np.ndindex(z.shape):
-        old = z[index]
-        z[index] = old + step
-        up = loss()
-        z[index] = old - step
-        down = loss()
-        z[index] = old
-        grad[index] = (up - down) / (2 * step)
-    return grad
-
 
 @settings(max_examples=20)
 @given(gqa_layers(), st.integers(0, 2**32 - 1))

@@ -43,9 +43,10 @@ class KVCache:
     `MultiHeadAttention`) make it smaller.
 
     The cache is tied to the layout of the tokens it holds (batch shape, ``kv_heads``, ``d_k``,
-    ``d_v``, dtype): while it holds any, a call with another layout raises ``ValueError``. It keeps keys and values,
-    not weights: if a layer's weights are changed, the tokens already cached keep the keys and
-    values the old weights gave them (start a new cache to recompute them).
+    ``d_v``, dtype): while it holds any, a call with another layout raises ``ValueError``. It
+    keeps keys and values, not weights: if a layer's weights are changed, the tokens already
+    cached keep the keys and values the old weights gave them (start a new cache to recompute
+    them).
 
     Examples
     --------

@@ -419,7 +419,7 @@ class MultiHeadAttention:
             x2 = x.reshape(-1, d_model)                                 # (b*n, d_model)
             if context is x:  # one product for the three roles, as in the forward
                 d_qkv = np.concatenate([dq, dk, dv], axis=-1)           # (..., n, all columns)
-                d_fused = x2.T @ d_qkv.reshape(len(x2), d_qkv.shape[-1])             # (d_model, columns)
+                d_fused = x2.T @ d_qkv.reshape(len(x2), d_qkv.shape[-1])  # (d_model, columns)
                 dW = np.split(d_fused, [h * self.d_k, (h + kv) * self.d_k], axis=1)
                 dx = d_qkv @ np.concatenate(flat, axis=1).T             # (..., n, d_model)
                 d_context = None
@@ -486,7 +486,8 @@ class MultiHeadAttention:
             elif context is x:
                 # Self-attention: one product for all three roles and all heads. The fused
                 # matrix is built from the current weights on every call: it never goes stale.
-                fused = np.concatenate(flat, axis=1, dtype=dtype)  # (d_model, (h + kv) d_k + kv d_v)
+                # (d_model, (h + kv) d_k + kv d_v)
+                fused = np.concatenate(flat, axis=1, dtype=dtype)
                 q, k, v = np.split(x @ fused, [h * d_k, (h + kv) * d_k], axis=-1)
             else:
                 q = x @ flat[0].astype(dtype, copy=False)                      # (..., n, h*d_k)

@@ -64,7 +64,9 @@ def test_figure_is_labelled_in_its_language_and_draws_every_glyph(name, lang, tm
     else:
         assert not CJK.search(text), text
     svg = render_svg(fig)  # raises MissingGlyphError on any character no font can draw
-    assert svg.startswith(b"<?xml") and render_svg(FIGURES[name](lang)) == svg  # deterministic
+    assert svg.startswith(b"<?xml")
+    if lang == "zh":  # deterministic (one language: the labels are all that differ)
+        assert render_svg(FIGURES[name](lang)) == svg
 
 
 def test_scaling_figure_uses_the_terms_file():

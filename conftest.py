@@ -153,15 +153,12 @@ def pytest_collection_modifyitems(config, items):
     keep_shard(config, items)
 
 
-#: ``python3 dev.py test`` runs the whole suite as three pytest processes at once:
-#: ``MHA_TEST_SHARD=rest`` keeps every test that does not use the built site, ``site-a`` and
-#: ``site-b`` split those that do (the phone and API-copy tests, and the others), on one build
-#: that dev.py makes and serves (tests/conftest.py, ``prebuild_site``); ``site`` keeps all of
-#: them. One process alone keeps a 2-core machine only ~80% busy (the browser tests mostly wait
-#: on pages). The processes share nothing but the work tree, which only the build writes to.
-SHARDS = ("site", "site-a", "site-b", "rest")
-#: The files of the built-site tests that ``site-a`` takes.
-SITE_A = ("tests/test_phone.py", "tests/test_api_copy.py")
+#: ``python3 dev.py test`` runs the whole suite as two pytest processes at once, one per
+#: half: ``MHA_TEST_SHARD=site`` keeps the tests that use the built site (the one strict build,
+#: Chromium), ``MHA_TEST_SHARD=rest`` every other test. One process alone keeps a 2-core machine
+#: only ~80% busy (the browser tests mostly wait on pages); the two halves share nothing but
+#: the work tree, which no test of the second half writes to.
+SHARDS = ("site", "rest")
 
 
 def keep_shard(config, items) -> None:
@@ -170,14 +167,7 @@ def keep_shard(config, items) -> None:
         return
     if shard not in SHARDS:
         raise pytest.UsageError(f"MHA_TEST_SHARD must be one of {SHARDS}, got {shard!r}")
-    def wanted(item) -> bool:
-        if "built_site" not in item.fixturenames:
-            return shard == "rest"
-        if shard in ("site", "rest"):
-            return shard == "site"
-        return (item.nodeid.split("::")[0] in SITE_A) == (shard == "site-a")
-
-    keep = [item for item in items if wanted(item)]
+    keep = [item for item in items if ("built_site" in item.fixturenames) == (shard == "site")]
     kept = set(keep)
     config.hook.pytest_deselected(items=[item for item in items if item not in kept])
     items[:] = keep

@@ -13,24 +13,19 @@ and the pins) has changed since the last one. Extra
 arguments are passed on: ``python3 dev.py test -k softmax``,
 ``python3 dev.py serve --dev-addr 127.0.0.1:8001``.
 
-Without extra arguments, ``test`` runs the suite as three pytest processes at once: the tests
-that do not use the built site, and the tests on it in two parts that share one build, which
-dev.py makes and serves meanwhile (see ``keep_shard`` in ``conftest.py``); it exits with the
-first failure's code. With arguments it is one plain pytest run.
+Without extra arguments, ``test`` runs the suite as two pytest processes at once, one for the
+tests on the built site and one for the rest (see ``keep_shard`` in ``conftest.py``), and exits
+with the first failure's code; with arguments it is one plain pytest run.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.parse
 import venv
 from pathlib import Path
 
@@ -117,86 +112,37 @@ def main(argv: list[str]) -> int:
     elif extra or (os.cpu_count() or 1) < 2:
         args = [str(PYTHON), "-m", "pytest", *extra]
     else:
-        return run_in_parts(env)
+        return run_both_halves(env)
     return subprocess.run(args, cwd=ROOT, env=env).returncode
 
 
-#: Run by the environment's Python from the repository's root: build the site once for the
-#: processes that test it, and serve it (tests/conftest.py, prebuild_site and serve_prebuilt).
-PREBUILD = ("import sys; sys.path.insert(0, 'tests'); import conftest; "
-            "conftest.prebuild_site(sys.argv[1])")
-SERVE = ("import sys; sys.path.insert(0, 'tests'); import conftest; "
-         "conftest.serve_prebuilt(sys.argv[1])")
-
-
-def run_in_parts(env: dict) -> int:
-    """Every test, as three pytest processes at once (conftest.py, ``keep_shard``): the tests
-    that do not use the built site start at once, while the site is built; then the tests on
-    the built site run as two processes sharing that one build, served by a process of its own.
-    The first of those is shown as it runs, the others when all are done."""
+def run_both_halves(env: dict) -> int:
+    """Every test, as two pytest processes at once (conftest.py, ``keep_shard``): the half that
+    uses the built site, shown as it runs, and the rest, shown when both are done."""
     temp = Path(tempfile.mkdtemp(prefix="mha-tests-"))
-    pytest = [str(PYTHON), "-m", "pytest"]
-    print("dev.py: running the tests as three processes at once: those that do not use the "
-          "built site (started now, shown at the end), and, once the site is built, those on "
-          "it in two parts (the first shown as it runs)", flush=True)
-    logs, running = {}, {}
-    server = None
-
-    def start(shard: str, extra_env: dict | None = None):
-        logs[shard] = open(temp / f"{shard}.log", "w", encoding="utf-8")
-        running[shard] = subprocess.Popen(
-            pytest + ["-p", "no:cacheprovider", f"--basetemp={temp / shard}"], cwd=ROOT,
-            env=dict(env, MHA_TEST_SHARD=shard, **(extra_env or {})),
-            stdout=logs[shard], stderr=subprocess.STDOUT)
-
-    try:
-        start("rest")
-        built = subprocess.run([str(PYTHON), "-c", PREBUILD, str(temp)], cwd=ROOT, env=env)
-        if not (temp / "site.json").exists():  # the build script itself broke: say so there
-            (temp / "site.json").write_text(json.dumps({"error": (
-                f"dev.py: building the site stopped (exit {built.returncode}) before it "
-                f"described the build: see its output above")}), encoding="utf-8")
-        site = {"MHA_PREBUILT_SITE": str(temp)}
-        record = json.loads((temp / "site.json").read_text(encoding="utf-8"))
-        if not record["error"]:  # else every test on the site fails, saying why
-            server = subprocess.Popen([str(PYTHON), "-c", SERVE, str(temp)], cwd=ROOT, env=env)
-            wait_for_server(record["url"], server)
-        start("site-b", site)
-        codes = {"site-a": subprocess.run(pytest + [f"--basetemp={temp / 'site-a'}"], cwd=ROOT,
-                                          env=dict(env, MHA_TEST_SHARD="site-a", **site)
-                                          ).returncode}
-        codes.update({shard: process.wait() for shard, process in running.items()})
-    finally:
-        for process in [*running.values(), server]:
-            if process is not None and process.poll() is None:
-                process.terminate()
-        for log in logs.values():
-            log.close()
-    for shard, title in (("site-b", "the other tests on the built site"),
-                         ("rest", "every test that does not use the built site")):
-        print(f"\n---- dev.py: {title} ----", flush=True)
-        print((temp / f"{shard}.log").read_text(encoding="utf-8"), end="", flush=True)
-    failed = [shard for shard, code in codes.items() if code]
-    if failed:
-        print(f"dev.py: failed: {', '.join(failed)}; temporary files: {temp}", flush=True)
-        return codes[failed[0]]
-    shutil.rmtree(temp, ignore_errors=True)
-    return 0
-
-
-def wait_for_server(url: str, server: subprocess.Popen, timeout: float = 60) -> None:
-    """Return once ``url``'s port accepts connections (raise if the server died first)."""
-    address = urllib.parse.urlsplit(url)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"dev.py: the site server stopped (exit {server.returncode})")
+    log = temp / "rest.log"
+    base = [str(PYTHON), "-m", "pytest"]
+    print("dev.py: running the tests in two halves at once: those on the built site (shown "
+          "now) and the rest (shown when both are done)", flush=True)
+    with open(log, "w", encoding="utf-8") as out:
+        rest = subprocess.Popen(base + ["-p", "no:cacheprovider", f"--basetemp={temp / 'rest'}"],
+                                cwd=ROOT, env=dict(env, MHA_TEST_SHARD="rest"),
+                                stdout=out, stderr=subprocess.STDOUT)
         try:
-            with socket.create_connection((address.hostname, address.port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"dev.py: the site server did not answer at {url} in {timeout:.0f} s")
+            site = subprocess.run(base + [f"--basetemp={temp / 'site'}"], cwd=ROOT,
+                                  env=dict(env, MHA_TEST_SHARD="site")).returncode
+            rest_code = rest.wait()
+        except BaseException:
+            rest.terminate()
+            raise
+    print("\n---- dev.py: the other half (every test that does not use the built site) ----",
+          flush=True)
+    print(log.read_text(encoding="utf-8"), end="", flush=True)
+    if site == rest_code == 0:
+        shutil.rmtree(temp, ignore_errors=True)
+    else:
+        print(f"dev.py: temporary files of the failed run: {temp}", flush=True)
+    return site or rest_code
 
 
 if __name__ == "__main__":

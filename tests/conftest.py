@@ -1,14 +1,10 @@
 """Shared test settings: a Hypothesis profile that cannot flake on a slow, shared machine, the
 real model for the tests that need it, and the site built once for the site and browser tests."""
 
-import contextlib
 import importlib.util
-import json
 import os
-import threading
 from pathlib import Path
 from types import SimpleNamespace
-from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -82,34 +78,6 @@ def load_serve_site():
 SUBPATH = "/attention-detectives/"
 
 
-#: Set by dev.py when it built the site before starting the tests: the folder `prebuild_site`
-#: wrote, while `serve_prebuilt` serves it. Two pytest processes then share one build.
-PREBUILT = "MHA_PREBUILT_SITE"
-
-
-def prebuild_site(folder: str | os.PathLike) -> None:
-    """Build the site as `built_site` does, into ``folder/site``, and describe the build in
-    ``folder/site.json`` (``dir``, ``url``, ``log``, and ``error`` when it failed)."""
-    serve_site = load_serve_site()
-    folder = Path(folder)
-    url = f"http://127.0.0.1:{serve_site.free_port()}{SUBPATH}"
-    record = {"dir": str(folder / "site"), "url": url, "log": "", "error": None}
-    try:
-        record["log"] = serve_site.build_site(folder / "site", url)
-    except RuntimeError as error:
-        record["error"] = str(error)
-    (folder / "site.json").write_text(json.dumps(record), encoding="utf-8")
-
-
-def serve_prebuilt(folder: str | os.PathLike) -> None:
-    """Serve the site `prebuild_site` built, at its address and as GitHub Pages would, until
-    the process is stopped."""
-    record = json.loads((Path(folder) / "site.json").read_text(encoding="utf-8"))
-    port = urlsplit(record["url"]).port
-    with load_serve_site().serve(record["dir"], port=port, gzip=True, prefix=SUBPATH):
-        threading.Event().wait()
-
-
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
     """The site, built once per session (strict, into a temporary folder) and shared by the
@@ -120,13 +88,6 @@ def built_site(tmp_path_factory):
 
     The build itself writes what a build writes in the work tree: the figures under
     docs/<lang>/figures/ and the caches under .cache/."""
-    prebuilt = os.environ.get(PREBUILT)
-    if prebuilt:  # built by dev.py and served by it (serve_prebuilt) for every process
-        record = json.loads((Path(prebuilt) / "site.json").read_text(encoding="utf-8"))
-        if record["error"]:
-            pytest.fail(record["error"], pytrace=False)
-        return SimpleNamespace(dir=Path(record["dir"]), url=record["url"], log=record["log"],
-                               serve=lambda: contextlib.nullcontext(record["url"]))
     serve_site = load_serve_site()
     port = serve_site.free_port()
     url = f"http://127.0.0.1:{port}{SUBPATH}"

@@ -7,6 +7,7 @@ test file adds its own argument name or call around them.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from contextlib import contextmanager
 
@@ -243,3 +244,13 @@ def numeric_gradient(loss, z: np.ndarray, step: float = 1e-6) -> np.ndarray:
         z[index] = old
         grad[index] = (up - down) / (2 * step)
     return grad
+
+
+def in_threads(work, n: int) -> None:
+    """Run ``work(i)`` for ``i`` in ``range(n)``, each in a thread of its own, all at once, and
+    return when every one has finished."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

@@ -9,7 +9,6 @@ Golden float64 gradients agree to 1e-12 (both sides compute the same sums in ano
 float32 ones to 1e-5 relative, as in tests/test_golden.py.
 """
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import (BAD_QKV, K, Q, V, attention_inputs, bad_arrays, make_mask, no_warnings,
-                     numeric_gradient)
+from helpers import (BAD_QKV, K, Q, V, attention_inputs, bad_arrays, in_threads, make_mask,
+                     no_warnings, numeric_gradient)
 from mha import (MultiHeadAttention, attention_backward, scaled_dot_product_attention, softmax,
                  softmax_backward)
 
@@ -388,11 +387,7 @@ def test_two_threads_get_the_same_gradients_as_one():
         for _ in range(20):
             results[i].append(layer.backward(x, d_out, mask))
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work, 2)
     for i in range(2):
         assert len(results[i]) == 20
         for grads in results[i]:

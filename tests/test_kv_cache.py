@@ -10,7 +10,6 @@ products changes; float32 to the tolerances of tests/helpers.py. Finite differen
 tests/test_backward.py (central, step 1e-6, agreeing to ~1e-9).
 """
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import assert_close, no_warnings, numeric_gradient
+from helpers import assert_close, in_threads, no_warnings, numeric_gradient
 from mha import KVCache, MultiHeadAttention
 from mha.reference import multi_head_attention_reference, rope_reference
 
@@ -458,11 +457,7 @@ def test_caches_of_two_threads_give_the_results_of_one():
         for _ in range(3):
             results[i].append(run_in_chunks(layer, xs[i], [1] * 30)[0])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work, 2)
     for i in range(2):
         assert len(results[i]) == 3
         for out in results[i]:

@@ -3,7 +3,6 @@ reference, against transformers' RoFormer and Llama (tests/golden/rope.npz, made
 tests/golden/make_rope_golden.py; no torch needed here), their properties, and bad input."""
 
 import copy
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import BAD_FLAGS, BAD_INTEGERS, DTYPES, MASK_KINDS, assert_close, bad_arrays, make_mask
+from helpers import (BAD_FLAGS, BAD_INTEGERS, DTYPES, MASK_KINDS, assert_close, bad_arrays,
+                     in_threads, make_mask)
 from mha import MultiHeadAttention, causal_mask, rope, sinusoidal_positions
 from mha.positions import halves_order
 from mha.reference import multi_head_attention_reference, rope_reference, sinusoidal_reference
@@ -240,11 +240,7 @@ def test_rope_in_threads_gives_the_same_answer():
     def run(i):
         results[i] = rope(xs[i])
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(xs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(run, len(xs))
     for got, want in zip(results, expected):
         np.testing.assert_array_equal(got, want)
 

@@ -39,19 +39,10 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from make_backward_golden import rope  # the same RoFormer rotation (this folder is on the path)
 
 HERE = Path(__file__).resolve().parent
 torch.set_num_threads(1)
-
-
-def rope(x: torch.Tensor) -> torch.Tensor:
-    """RoFormer's rotation of interleaved pairs (2i, 2i+1) by angle p * 10000^(-2i/d)."""
-    n, d = x.shape[-2:]
-    angles = (torch.arange(n, dtype=torch.float64)[:, None]
-              * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d))   # (n, d/2)
-    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
-    even, odd = x[..., 0::2], x[..., 1::2]
-    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
 
 
 def project(tx, tc, tw, use_rope):

@@ -83,12 +83,14 @@ def softmax_backward(p, dp, axis: int = -1) -> np.ndarray:
     if p.shape != dp.shape:
         raise ValueError(f"p and dp must have the same shape, got p {p.shape} and dp {dp.shape}")
     axis = check_axis(axis, p.shape, "p")
+    p_last = np.ascontiguousarray(np.moveaxis(p, axis, -1))          # the softmax axis last
+    dx = np.array(np.moveaxis(dp, axis, -1), dtype=np.result_type(p, dp), order="C")  # a copy
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
-        dx = p * dp
-        dx -= p * dx.sum(axis=axis, keepdims=True)         # p_j dp_j - p_j sum_i p_i dp_i
+        row = np.einsum("...i,...i->...", p_last, dx)[..., None]      # sum_i p_i dp_i
+        _softmax_grad(dx, p_last, row)                                # p_j (dp_j - row)
     if not all_finite(dx):
         raise overflow_error("the softmax gradient", dx.dtype, p=p.shape, dp=dp.shape)
-    return dx
+    return np.moveaxis(dx, -1, axis)
 
 
 def attention_backward(q, k, v, d_out, mask=None, *, scale=None):

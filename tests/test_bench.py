@@ -2,17 +2,15 @@
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 
 from mha import MultiHeadAttention
 from mha import KVCache, causal_mask
-from mha.site.bench import (DECODE_PREFIXES, LADDER_STEPS, STEP_PARTS, SourceDocumentMHA, ladder,
-                            main, measure_backward, measure_decode, run)
+from mha.site.bench import (DECODE_PREFIXES, LADDER_STEPS, STEP_PARTS, SourceDocumentMHA,
+                            kept_run, ladder, main, measure_backward, measure_decode, run)
 
 NUMPY_2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
-KEPT_RUN = Path(__file__).resolve().parents[1] / "mha" / "site" / "data" / "benchmark.json"
 
 
 def test_source_document_class_computes_the_same_attention_in_float64_under_numpy_2():
@@ -136,7 +134,7 @@ def test_the_kept_run_is_what_the_speed_page_says_it_is():
     (the run used NumPy 2.4, where einsum's optimize reaches BLAS for every contraction); "most of the gap closes in the first two rows", counted as
     factors (log time), and each later row buys little by itself; and the chunked path, doing
     the same arithmetic, in the fast path's range of time from n = 1024 on."""
-    run = json.loads(KEPT_RUN.read_text(encoding="utf-8"))
+    run = kept_run()
     assert (run["d_model"], run["h"], run["dtype"]) == (512, 8, "float32")
     assert run["machine"]["cpu_count"] == 2                     # "a CPU with two cores"
     assert np.lib.NumpyVersion(run["versions"]["numpy"]) >= "2.4.0"  # "the NumPy ... (2.4"
@@ -160,7 +158,7 @@ def test_the_ladder_table_has_a_row_per_step_in_both_languages():
     type and time, and the first-to-last speed-up in the note under it."""
     from mha.site.plots.tables import LADDER_CHANGES, benchmark_table, ladder_table
 
-    run = json.loads(KEPT_RUN.read_text(encoding="utf-8"))
+    run = kept_run()
     steps = run["ladder"]["steps"]
     for lang in ("zh", "en"):
         assert set(LADDER_CHANGES[lang]) == set(LADDER_STEPS)
@@ -180,7 +178,7 @@ def test_the_kept_run_measures_the_backward_pass_the_issue_asks_for():
     n = 1024, d_model 512, h 8, float32, on the two-core machine, within the issue's budget of
     3x; PyTorch autograd's ratio beside it, on the same projections, computing the same output
     and gradients."""
-    backward = json.loads(KEPT_RUN.read_text(encoding="utf-8"))["backward"]
+    backward = kept_run()["backward"]
     assert (backward["n"], backward["d_model"], backward["h"], backward["dtype"]) == (
         1024, 512, 8, "float32")
     assert backward["machine"]["cpu_count"] == 2 and backward["versions"]["torch"]
@@ -301,7 +299,7 @@ def test_the_kept_run_measures_decoding_as_the_issue_asks():
     ways give the same rows; the cached way meets the issue's goal (at least 20x faster); the
     time per token at the prefixes the figure draws; the cache bytes for kv_heads 8, 2, 1 equal
     the formula; one step at prefix 1,024 part by part, ours and PyTorch's (same output)."""
-    decode = json.loads(KEPT_RUN.read_text(encoding="utf-8"))["decode"]
+    decode = kept_run()["decode"]
     assert (decode["n"], decode["d_model"], decode["h"], decode["dtype"]) == (1024, 512, 8,
                                                                               "float32")
     assert decode["machine"]["cpu_count"] == 2 and decode["versions"]["torch"]
@@ -328,13 +326,13 @@ def test_the_kept_run_measures_decoding_as_the_issue_asks():
 def test_pieces_are_timed_in_interleaved_blocks():
     """After one warm-up call each, every function runs ``block`` times in a row, then the next
     one, round after round, until each has its repeats (rounded up to whole blocks)."""
-    from mha.site.bench import _time_parts
+    from mha.site.bench import _time
 
     calls = []
-    times = _time_parts({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-                        repeats=5, block=2)
+    times = _time({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, None,
+                  repeats=5, block=2)
     assert "".join(calls) == "ab" + "aabb" * 3
     assert [len(times["a"]), len(times["b"])] == [6, 6]
     calls.clear()
-    _time_parts({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2)
+    _time({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, None, repeats=2)
     assert "".join(calls) == "ab" + "ab" * 2

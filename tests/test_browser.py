@@ -156,26 +156,6 @@ def screenshot(page, name: str) -> None:
         page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
-#: Every element wider than the phone's column, and the page's widths. Not window.innerWidth:
-#: on a phone (is_mobile) Chromium widens the layout viewport to whatever overflows, so
-#: innerWidth grows with the page; clientWidth stays 390. Should a stylesheet ever lay out
-#: off-screen blocks lazily (content-visibility: auto), that would also clip what sticks out of
-#: them: everything is drawn first, so overflow shows.
-SIDEWAYS = """() => {
-    const style = document.createElement('style');
-    style.textContent = '* { content-visibility: visible !important; }';
-    document.head.append(style);
-    const limit = document.documentElement.clientWidth;
-    const wide = [...document.querySelectorAll('body *')]
-        .filter(e => e.getBoundingClientRect().right > limit + 1)
-        .slice(0, 5)
-        .map(e => e.tagName.toLowerCase() + '.' + (e.getAttribute('class') || ''));
-    const found = {scroll: document.documentElement.scrollWidth, limit, wide};
-    style.remove();
-    return found;
-}"""
-
-
 def site_pages(site_dir: Path) -> list[str]:
     """Every HTML page of the built site, as a path under its root ("" is the home page)."""
     pages = []

@@ -1,24 +1,22 @@
 """The inference chapter's figures and table draw the kept benchmark run's decoding section, in
 both languages, and show the numbers it holds."""
 
-import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mha.site.bench import STEP_PARTS
+from mha.site.bench import STEP_PARTS, kept_run
 from mha.site.plots import DEPENDS, FIGURES, LANGUAGES, TABLES, term
 from mha.site.plots.inference import STEP_ROWS, WAYS
 
-KEPT_RUN = Path(__file__).resolve().parents[1] / "mha" / "site" / "data" / "benchmark.json"
+
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.fixture(scope="module")
 def decode():
-    return json.loads(KEPT_RUN.read_text(encoding="utf-8"))["decode"]
+    return kept_run()["decode"]
 
 
 def _texts(fig) -> str:

@@ -26,7 +26,6 @@ from PIL import Image, ImageChops
 from test_browser import (  # noqa: F401  (fixtures, used by name)
     KATEX_DONE,
     LANGUAGES,
-    SIDEWAYS,
     MATERIAL_READY,
     PHONE,
     base_url,
@@ -46,6 +45,26 @@ STRIP = 3
 CUE, QUIET = 24, 8
 #: Pages where the cue is also checked in the dark palette: display formulas and tables.
 DARK_PAGES = ["multihead/", "speed/"]
+
+#: Every element wider than the phone's column, and the page's widths. Not window.innerWidth:
+#: on a phone (is_mobile) Chromium widens the layout viewport to whatever overflows, so
+#: innerWidth grows with the page; clientWidth stays 390. Should a stylesheet ever lay out
+#: off-screen blocks lazily (content-visibility: auto), that would also clip what sticks out of
+#: them: everything is drawn first, so overflow shows.
+SIDEWAYS = """() => {
+    const style = document.createElement('style');
+    style.textContent = '* { content-visibility: visible !important; }';
+    document.head.append(style);
+    const limit = document.documentElement.clientWidth;
+    const wide = [...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > limit + 1)
+        .slice(0, 5)
+        .map(e => e.tagName.toLowerCase() + '.' + (e.getAttribute('class') || ''));
+    const found = {scroll: document.documentElement.scrollWidth, limit, wide};
+    style.remove();
+    return found;
+}"""
+
 
 #: Marks (data-mha-box) every box that clips a display formula or a table whose content is
 #: wider than it, and describes each. The boxes: each div.arithmatex with KaTeX's wrappers in it

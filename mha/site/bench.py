@@ -66,6 +66,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -73,8 +74,17 @@ from ..cache import KVCache
 from ..masks import causal_mask
 from ..multihead import MultiHeadAttention, merge_heads, split_heads
 
-__all__ = ["DECODE_KV_HEADS", "DECODE_PREFIXES", "LADDER_STEPS", "STEP_PARTS", "SourceDocumentMHA",
-           "ladder", "measure_backward", "measure_decode", "run", "main"]
+__all__ = ["DECODE_KV_HEADS", "DECODE_PREFIXES", "KEPT_RUN", "LADDER_STEPS", "STEP_PARTS",
+           "SourceDocumentMHA", "kept_run", "ladder", "measure_backward", "measure_decode", "run",
+           "main"]
+
+#: The run the site shows (``--save`` writes it; the build and the pages only read it).
+KEPT_RUN = Path(__file__).parent / "data" / "benchmark.json"
+
+
+def kept_run(path=KEPT_RUN) -> dict:
+    """The benchmark run the repository keeps, parsed (the structure `run` saves)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 class SourceDocumentMHA:
@@ -260,21 +270,31 @@ def _gemm_gflops(dtype, size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 / min(times) / 1e9
 
 
-def _time(fns: dict, make_input, repeats: int) -> dict:
-    """The seconds of each call of each function of ``fns``: ``repeats`` interleaved calls.
+def _time(fns: dict, make_input, repeats: int, block: int = 1) -> dict:
+    """The seconds of each call of each function of ``fns``, interleaved.
 
-    Each function is called once first (warm-up); then, ``repeats`` times, each function in turn
-    on fresh inputs.
+    Each function is called once first (warm-up); then, round after round, each function in
+    turn ``block`` times in a row, until each has ``repeats`` calls (rounded up to whole
+    blocks). Each call gets a fresh ``make_input()`` (made outside the timing), or no argument
+    when ``make_input`` is None.
+
+    Interleaving spreads a slow spell of the machine over every function alike. Blocks longer
+    than one call keep what a call reads (the weights, the cache) in the processor's caches, as
+    the steps of one generation do when they follow each other.
     """
+    def call(fn) -> float:
+        args = () if make_input is None else (make_input(),)
+        start = time.perf_counter()
+        fn(*args)
+        return time.perf_counter() - start
+
     for fn in fns.values():
-        fn(make_input())  # warm-up
+        call(fn)  # warm-up
     times = {name: [] for name in fns}
-    for _ in range(repeats):
+    for _ in range(-(-repeats // block)):
         for name, fn in fns.items():
-            x = make_input()
-            start = time.perf_counter()
-            fn(x)
-            times[name].append(time.perf_counter() - start)
+            for _ in range(block):
+                times[name].append(call(fn))
     return times
 
 
@@ -485,7 +505,7 @@ def _per_token(layer: MultiHeadAttention, x: np.ndarray, prefixes, causal: np.nd
     (increasing): with a cache holding the first ``p - 1`` rows of ``x`` (filled one token at a
     time, as while generating), the step on row ``p - 1``, its token taken back out after each
     call; and the layer on ``x[:p]`` with a causal mask. ``repeats`` calls each, in three
-    interleaved blocks (see `_time_parts`).
+    interleaved blocks (see `_time`).
     The steps of a whole generation, timed one by one, are too short to time once each on a
     shared machine: here each prefix gets its repeats."""
     cache = KVCache()
@@ -501,32 +521,11 @@ def _per_token(layer: MultiHeadAttention, x: np.ndarray, prefixes, causal: np.nd
         def recomputed(p=p):
             layer(x[:p], mask=causal[:p, :p])                      # (p, d_model)
 
-        times = _time_parts({"cached": cached, "recomputed": recomputed}, repeats,
-                            block=max(1, repeats // 3))
+        times = _time({"cached": cached, "recomputed": recomputed}, None, repeats,
+                      block=max(1, repeats // 3))
         for way in seconds:
             seconds[way].append(min(times[way]))
     return seconds
-
-
-def _time_parts(fns: dict, repeats: int, block: int = 1) -> dict:
-    """The seconds of ``repeats`` calls (rounded up to whole blocks) of each function of no
-    argument, interleaved by blocks of ``block`` calls of one function in a row (one warm-up
-    call each first).
-
-    Blocks keep what a call reads (the weights, the cache) in the processor's caches, as the
-    steps of one generation do when they follow each other; interleaving the blocks still
-    spreads a slow spell of the machine over every function alike.
-    """
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(-(-repeats // block)):
-        for name, fn in fns.items():
-            for _ in range(block):
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
-    return times
 
 
 def _our_step(layer: MultiHeadAttention, cache: KVCache, x_new: np.ndarray) -> dict:
@@ -736,12 +735,12 @@ def measure_decode(d_model: int = 512, h: int = 8, n: int = 1024, dtype=np.float
     block = max(1, step_repeats // 10)  # ten interleaved blocks of each function
     step["block"] = block
     if torch is None:
-        times = _time_parts(fns, step_repeats, block)
+        times = _time(fns, None, step_repeats, block)
     else:
         torch_fns, theirs = _torch_step(layer, cache, x_new, capacity=2 * n)
         both = {**fns, **{"torch_" + name: fn for name, fn in torch_fns.items()}}
         with torch.no_grad():
-            times = _time_parts(both, step_repeats, block)
+            times = _time(both, None, step_repeats, block)
         step["torch_threads"] = torch.get_num_threads()
         step["relative_difference_vs_torch"] = float(np.abs(ours - theirs).max()
                                                      / np.abs(theirs).max())

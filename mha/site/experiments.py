@@ -14,7 +14,7 @@ from ..attention import attention_scores, scaled_dot_product_attention
 from ..multihead import MultiHeadAttention
 from ..positions import rope, sinusoidal_positions
 
-__all__ = ["ScalingResult", "scaling_experiment", "case_embeddings", "walkthrough",
+__all__ = ["ScalingResult", "scaling_experiment", "row_entropy", "case_embeddings", "walkthrough",
            "SharedProjectionResult", "shared_projection_experiment", "AttentionCost",
            "attention_cost", "reach", "application_patterns", "PositionTableResult",
            "position_table_experiment", "RelativeScoresResult", "relative_scores_experiment",
@@ -48,8 +48,8 @@ class ScalingResult:
     entropy_scaled: np.ndarray
 
 
-def _entropy(weights: np.ndarray) -> np.ndarray:
-    """Entropy of each row in nats, with 0 * log 0 taken as 0."""
+def row_entropy(weights: np.ndarray) -> np.ndarray:
+    """Entropy of each row (the last axis) in nats, with 0 * log 0 taken as 0."""
     logs = np.log(weights, out=np.zeros_like(weights), where=weights > 0)
     return -(weights * logs).sum(axis=-1)
 
@@ -100,8 +100,8 @@ def scaling_experiment(d_ks=(4, 8, 16, 32, 64, 128, 256, 512, 1024), n_queries: 
         rows["variance_scaled"].append((raw / np.sqrt(d_k)).var())
         rows["max_weight_raw"].append(w_raw.max(axis=-1).mean())
         rows["max_weight_scaled"].append(w_scaled.max(axis=-1).mean())
-        rows["entropy_raw"].append(_entropy(w_raw).mean())
-        rows["entropy_scaled"].append(_entropy(w_scaled).mean())
+        rows["entropy_raw"].append(row_entropy(w_raw).mean())
+        rows["entropy_scaled"].append(row_entropy(w_scaled).mean())
     return ScalingResult(d_k=np.asarray(d_ks), n_keys=n_keys,
                          **{key: np.asarray(values) for key, values in rows.items()})
 

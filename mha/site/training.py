@@ -654,12 +654,6 @@ def heads_experiment(seeds=SEEDS, config: dict = HEADS) -> dict:
             "settings": settings}
 
 
-def entropy(weights, axis: int = -1):
-    """Row entropy ``-sum(p log p)`` in nats (0 log 0 = 0)."""
-    p = np.asarray(weights)
-    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=axis)
-
-
 def scale_init(seeds=SEEDS, config: dict = SCALE_INIT) -> dict:
     """Measurement 3a: at initialisation, one head (``d_model = d_k``, Glorot weights, inputs
     drawn from N(0, 1), so queries and keys have unit variance per entry): mean row entropy of
@@ -670,6 +664,7 @@ def scale_init(seeds=SEEDS, config: dict = SCALE_INIT) -> dict:
     of a gradient arriving at the weights that passes back through the softmax to the scores."""
     from ..backward import softmax_backward
     from ..multihead import MultiHeadAttention
+    from .experiments import row_entropy
 
     n, b = config["n"], config["batch"]
     found = {(key, kind): [] for key in ("entropy", "grad_W_Q", "softmax_gain")
@@ -684,7 +679,7 @@ def scale_init(seeds=SEEDS, config: dict = SCALE_INIT) -> dict:
                 layer = MultiHeadAttention(d_k, 1, seed=np.random.SeedSequence([seed, d_k]),
                                            scale=scale)
                 _, w = layer(x, return_weights=True)                 # (b, 1, n, n)
-                per["entropy", kind].append(float(entropy(w).mean()))
+                per["entropy", kind].append(float(row_entropy(w).mean()))
                 per["grad_W_Q", kind].append(float(np.linalg.norm(layer.backward(x, g)["W_Q"])))
                 d_w = rng.normal(size=w.shape)                           # a random dL/dweights
                 per["softmax_gain", kind].append(float(

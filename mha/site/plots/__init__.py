@@ -57,11 +57,9 @@ def _word_order(lang: str):
 
 def _benchmark_run() -> dict:
     """The benchmark run the repository keeps (``python -m mha.site.bench --save``)."""
-    import json
-    from pathlib import Path
+    from ..bench import kept_run
 
-    path = Path(__file__).parents[1] / "data" / "benchmark.json"
-    return json.loads(path.read_text(encoding="utf-8"))
+    return kept_run()
 
 
 def _decode_run() -> dict:

@@ -6,7 +6,8 @@ is on disk now (``mkdocs serve`` keeps one process alive across edits). Each fig
 under ``.cache/figures/`` on a hash of the files it depends on; a file in ``docs/`` is written
 only when its bytes change, so the watcher of ``mkdocs serve`` is not woken for nothing. Tables
 are cached the same way; ``hooks/markers.py`` puts each one where a page has its
-``<!-- mha:table NAME -->`` marker.
+``<!-- mha:table NAME -->`` marker. The case board's data (``mha.site.caseboard.files``) goes
+into ``docs/assets/caseboard/``, cached the same way as one item.
 
     python hooks/draw_figures.py                      # draw what changed
     python hooks/draw_figures.py --root DIR           # from DIR/mha into DIR/docs, DIR/.cache
@@ -81,6 +82,36 @@ def make_into_cache(job: tuple[str, str, Path]) -> None:
             write_if_changed(cached, make(kind, name, lang))
 
 
+#: Where the case board's data goes, under the root, and what it is made from (under mha/).
+CASEBOARD = Path("docs") / "assets" / "caseboard"
+CASEBOARD_DEPENDS = ("site/caseboard.py", "site/experiments.py", "site/plots/case.py",
+                     "models/minilm.py", "models/e5.py", "models/e5bin.py", "models/encoder.py",
+                     "models/sentencepiece.py", "models/wordpiece.py", "models/safetensors.py",
+                     "models/weights.py")
+
+
+def caseboard_data(root: Path) -> int:
+    """Write the case board's data files under ``root / CASEBOARD`` (from the cache when its
+    sources have not changed); remove files it no longer makes. Returns how many were written."""
+    folder = root / ".cache" / "figures" / figure_key("caseboard", CASEBOARD_DEPENDS,
+                                                      root / "mha")
+    done = folder / "caseboard.done"
+    if not done.exists():
+        from mha.site.caseboard import files
+
+        for relative, data in files().items():
+            write_if_changed(folder / "caseboard" / relative, data)
+        done.write_text("")
+    cached = {path.relative_to(folder / "caseboard"): path
+              for path in (folder / "caseboard").rglob("*") if path.is_file()}
+    target = root / CASEBOARD
+    for stale in (target.rglob("*") if target.exists() else []):
+        if stale.is_file() and stale.relative_to(target) not in cached:
+            stale.unlink()
+    return sum(write_if_changed(target / relative, path.read_bytes())
+               for relative, path in cached.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Draw the site's figures and tables.")
     parser.add_argument("--root", type=Path, default=ROOT,
@@ -95,10 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"mha.site.plots: DEPENDS and FIGURES + TABLES list different names: "
                          f"{sorted(set(DEPENDS) ^ (set(FIGURES) | set(TABLES)))}")
     only = set(args.only.split(",")) if args.only else set(DEPENDS)
-    if only - set(DEPENDS):
+    if only - set(DEPENDS) - {"caseboard"}:
         raise SystemExit(f"no figure or table named {sorted(only - set(DEPENDS))}")
     outputs = {"svg": lambda lang, name: root / "docs" / lang / "figures" / f"{name}.svg",
                "md": lambda lang, name: root / ".cache" / "tables" / lang / f"{name}.md"}
+    only.discard("caseboard")
     items = [("svg", name) for name in FIGURES if name in only]
     items += [("md", name) for name in TABLES if name in only]
     folders = {name: root / ".cache" / "figures" / figure_key(name, DEPENDS[name], root / "mha")
@@ -123,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     for stale in (root / ".cache" / "tables").glob("*/*.md"):
         if stale.stem not in TABLES:  # gone from the registry: a page's marker must not find it
             stale.unlink()
+    if args.only is None or "caseboard" in only:
+        written += caseboard_data(root)
     figures = sum(kind == "svg" for kind, _ in items)
     print(f"{figures} figures and {len(items) - figures} tables x {len(LANGUAGES)} languages: "
           f"{len(jobs) * len(LANGUAGES)} drawn, {written} files updated")

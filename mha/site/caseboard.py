@@ -94,7 +94,7 @@ MASKS = {"none": None, "causal": None, "window": (0, 7), "padding": (1, 8)}
 #: Reader-facing words of the board's scripts, besides the terms of `mha.site.terms`.
 WORDS = {
     "zh": {
-        "sentence": "句子", "model": "模型", "layer": "层", "all_heads": "这一层的全部注意力头",
+        "sentence": "句子", "sentences_zh": "中文句子", "sentences_en": "英文句子", "model": "模型", "layer": "层", "all_heads": "这一层的全部注意力头",
         "one_head": "单个注意力头", "view": "视图",
         "token_hint": "把指针移到词元上、轻点或用 Tab 键选中它，看它在看谁。",
         "looks_at": "{token} 在看：", "loading": "正在加载……", "load_failed": "数据没有加载成功。",
@@ -111,7 +111,8 @@ WORDS = {
         "hidden": "被掩码遮住",
     },
     "en": {
-        "sentence": "Sentence", "model": "Model", "layer": "Layer", "all_heads":
+        "sentence": "Sentence", "sentences_zh": "Chinese sentences",
+        "sentences_en": "English sentences", "model": "Model", "layer": "Layer", "all_heads":
         "All heads of this layer", "one_head": "One head", "view": "View",
         "token_hint": "Point at a token, tap it or reach it with Tab to see where it looks.",
         "looks_at": "{token} looks at:", "loading": "Loading…",

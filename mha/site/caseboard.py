@@ -39,7 +39,8 @@ from .terms import LANGUAGES, term
 
 __all__ = ["Sentence", "SENTENCES", "MODELS", "BUDGET", "LAB_HEADS", "LAB_D_MODEL", "LAB_LAYERS",
            "LAB_SEED", "TEMPERATURES", "MASKS", "quantise", "dequantise", "real_heads",
-           "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index", "files", "WORDS"]
+           "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index", "lab_files",
+           "real_files", "files", "WORDS"]
 
 
 @dataclass(frozen=True)
@@ -302,13 +303,21 @@ def _json(value) -> bytes:
     return (json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def files() -> dict[str, bytes]:
-    """Every file of the case board's data, by its path under ``assets/caseboard/``."""
-    out = {}
-    for lang in LANGUAGES:
-        out[f"lab-{lang}.json"] = _json(lab_data(lang))
-        out[f"real-{lang}.json"] = _json(real_index(lang))
+def lab_files() -> dict[str, bytes]:
+    """The lab's files (``lab-<lang>.json``), by their path under ``assets/caseboard/``."""
+    return {f"lab-{lang}.json": _json(lab_data(lang)) for lang in LANGUAGES}
+
+
+def real_files() -> dict[str, bytes]:
+    """The real-heads part's files (``real-<lang>.json`` and ``real/<model>-<id>.json``): runs
+    both models, which must be installed."""
+    out = {f"real-{lang}.json": _json(real_index(lang)) for lang in LANGUAGES}
     for sentence in SENTENCES:
         for model in sentence.models:
             out[f"real/{model}-{sentence.id}.json"] = _json(real_heads(sentence, model))
     return out
+
+
+def files() -> dict[str, bytes]:
+    """Every file of the case board's data, by its path under ``assets/caseboard/``."""
+    return {**lab_files(), **real_files()}

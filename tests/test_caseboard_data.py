@@ -1,0 +1,181 @@
+"""The case board's data (`mha.site.caseboard`): what the page's scripts draw must be what `mha`
+computes. The lab's setting by default is the walkthrough; its inputs are the layers' own
+weights; each mask is `mha.masks`'; the real heads' files decode to the models' attention within
+the quantisation step; each sentence fits the size budget. The browser side (the page recomputing
+the lab, the real heads drawn) is tested in tests/test_caseboard_lab.py and
+tests/test_caseboard_real.py."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mha import MultiHeadAttention, causal_mask, sliding_window_mask
+from mha.site import caseboard as cb
+from mha.site.experiments import walkthrough
+from mha.site.plots.case import CASE_ORDER, CASE_SENTENCE, case_tokens
+
+
+# --- The lab -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_lab_by_default_is_the_walkthrough(lang):
+    lab, walk = cb.lab_trace(lang), walkthrough(CASE_ORDER[lang])
+    assert len(lab) == len(walk) == 2
+    for ours, theirs in zip(lab, walk):
+        for stage in ("x", "q", "k", "v", "scores", "weights", "heads", "concat", "output"):
+            np.testing.assert_array_equal(ours[stage], theirs[stage], err_msg=stage)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_exported_inputs_are_the_layers_weights_for_every_number_of_heads(lang):
+    data = json.loads(cb.lab_files()[f"lab-{lang}.json"])
+    assert data["tokens"] == case_tokens(lang) and data["heads"] == [1, 2, 4]
+    np.testing.assert_array_equal(np.array(data["x"]), cb.lab_trace(lang)[0]["x"])
+    for h in cb.LAB_HEADS:
+        d_k = cb.LAB_D_MODEL // h
+        for layer, exported in zip(cb.lab_layers(h), data["layers"]):
+            # Head j of h is columns j d_k .. (j + 1) d_k of the one exported matrix.
+            for name in ("W_Q", "W_K", "W_V"):
+                matrix = np.array(exported[name])                       # (d_model, d_model)
+                np.testing.assert_array_equal(
+                    getattr(layer, name), matrix.reshape(cb.LAB_D_MODEL, h, d_k), err_msg=name)
+            np.testing.assert_array_equal(layer.W_O, np.array(exported["W_O"]))
+
+
+def test_the_temperature_sets_the_scale():
+    for h in cb.LAB_HEADS:
+        for t in (0.125, 1.0, 8.0):
+            assert all(layer.scale == pytest.approx(1 / (t * math.sqrt(16 / h)), rel=1e-15)
+                       for layer in cb.lab_layers(h, t))
+    # T = 1 is mha's default scale, 1/sqrt(d_k).
+    x = np.random.default_rng(3).normal(size=(5, 16))
+    plain = MultiHeadAttention(16, 2, seed=1).forward(x)
+    np.testing.assert_allclose(cb.lab_layers(2)[0].forward(x), plain, rtol=0, atol=1e-14)
+    assert cb.TEMPERATURES[6] == 1.0 and len(cb.TEMPERATURES) == 13
+    assert list(cb.TEMPERATURES) == sorted(cb.TEMPERATURES)
+
+
+def test_a_low_temperature_sharpens_and_a_high_one_flattens():
+    sharp = cb.lab_trace("en", 4, temperature=cb.TEMPERATURES[0])[0]["weights"]
+    usual = cb.lab_trace("en", 4)[0]["weights"]
+    flat = cb.lab_trace("en", 4, temperature=cb.TEMPERATURES[-1])[0]["weights"]
+    top = [w.max(axis=-1).mean() for w in (sharp, usual, flat)]
+    assert top[0] > top[1] > top[2] > 1 / 8
+    # Flattest: every weight within a factor of 2 of uniform (1/8) on this case.
+    assert flat.min() > 1 / 16 and flat.max() < 1 / 4
+
+
+@pytest.mark.parametrize("kind, value, expected", [
+    ("none", None, np.ones((8, 8), bool)),
+    ("causal", None, causal_mask(8)),
+    ("window", 2, sliding_window_mask(8, 2)),
+    ("padding", 5, np.broadcast_to(np.arange(8) < 5, (8, 8))),
+])
+def test_each_mask_hides_exactly_its_keys(kind, value, expected):
+    for h in cb.LAB_HEADS:
+        for trace in cb.lab_trace("zh", h, kind, value):
+            weights = trace["weights"]                                  # (h, n, n)
+            np.testing.assert_array_equal(weights[:, ~expected], 0.0)
+            assert (weights[:, expected] > 0).all()
+            np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-12)
+
+
+def test_the_lab_refuses_settings_it_does_not_offer():
+    with pytest.raises(ValueError, match="heads"):
+        cb.lab_layers(3)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="temperature"):
+            cb.lab_layers(4, bad)
+    with pytest.raises(ValueError, match="mask must be one of"):
+        cb.lab_mask("diagonal", 8)
+    with pytest.raises(ValueError, match="width"):
+        cb.lab_mask("window", 8)
+    with pytest.raises(ValueError, match="length"):
+        cb.lab_mask("padding", 8)
+
+
+# --- Quantisation ------------------------------------------------------------------------------
+
+def test_quantise_is_within_half_a_step_and_refuses_what_is_not_a_weight():
+    w = np.random.default_rng(0).dirichlet(np.ones(9), size=(4, 9))    # rows sum to 1
+    q = cb.quantise(w)
+    assert q.dtype == np.uint8 and q.shape == w.shape
+    assert np.abs(cb.dequantise(q) - w).max() <= 0.5 / 255 + 1e-12
+    assert cb.quantise(np.array([0.0, 1.0])).tolist() == [0, 255]
+    for bad in ([0.5, np.nan], [1.01], [-0.01]):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            cb.quantise(np.array(bad))
+
+
+# --- The real heads ----------------------------------------------------------------------------
+
+def test_the_sentences_are_curated_as_the_issue_asks():
+    by_lang = {lang: [s for s in cb.SENTENCES if s.lang == lang] for lang in ("zh", "en")}
+    assert len(by_lang["zh"]) >= 6 and len(by_lang["en"]) >= 6
+    assert len({s.id for s in cb.SENTENCES}) == len(cb.SENTENCES)
+    assert by_lang["zh"][0].text == CASE_SENTENCE["zh"]
+    assert by_lang["en"][0].text == CASE_SENTENCE["en"] + "."
+    assert all(s.models == ("e5",) for s in by_lang["zh"])              # MiniLM reads English
+    assert all(set(s.models) == {"e5", "minilm"} for s in by_lang["en"])
+
+
+@pytest.fixture(scope="module")
+def files(e5, model):
+    """Every data file, made once (the fixtures skip, or fail under CI, without the weights)."""
+    return cb.files()
+
+
+def test_every_real_heads_file_decodes_to_the_models_attention(files, e5, model):
+    models = {"e5": e5, "minilm": model}
+    for sentence in cb.SENTENCES:
+        for key in sentence.models:
+            data = json.loads(files[f"real/{key}-{sentence.id}.json"])
+            out = models[key].forward(sentence.text)
+            layers, heads = cb.MODELS[key][1:]
+            n = len(out.tokens)
+            assert (data["layers"], data["heads"], data["n"]) == (layers, heads, n)
+            assert data["tokens"] == out.tokens and data["text"] == sentence.text
+            weights = np.frombuffer(base64.b64decode(data["weights"]), np.uint8)
+            weights = cb.dequantise(weights.reshape(layers, heads, n, n))
+            assert np.abs(weights - out.attentions).max() <= 0.5 / 255 + 1e-6
+            # Each row still sums to 1, within n half-steps.
+            assert np.abs(weights.sum(axis=-1) - 1).max() <= n * 0.5 / 255
+
+
+def test_each_sentence_fits_the_budget_and_the_index_names_every_file(files):
+    per_sentence: dict[str, int] = {}
+    for name, data in files.items():
+        if name.startswith("real/"):
+            sentence = name.split("-", 1)[1].removesuffix(".json")
+            per_sentence[sentence] = per_sentence.get(sentence, 0) + len(gzip.compress(data, 9))
+    assert set(per_sentence) == {s.id for s in cb.SENTENCES}
+    assert max(per_sentence.values()) <= cb.BUDGET, per_sentence
+    for lang in ("zh", "en"):
+        index = json.loads(files[f"real-{lang}.json"])
+        listed = {path for s in index["sentences"] for path in s["files"].values()}
+        assert listed == {name for name in files if name.startswith("real/")}
+        assert index["words"]["terms"]["head"] == ("注意力头" if lang == "zh" else "head")
+        assert set(index["words"]) == set(json.loads(files[f"lab-{lang}.json"])["words"])
+
+
+def test_the_words_of_both_languages_have_the_same_keys_and_shapes():
+    zh, en = cb.WORDS["zh"], cb.WORDS["en"]
+    assert zh.keys() == en.keys()
+    for key in zh:
+        assert type(zh[key]) is type(en[key]), key
+        if isinstance(zh[key], list):
+            assert len(zh[key]) == len(en[key]), key
+        else:  # the same placeholders
+            assert sorted(_fields(zh[key])) == sorted(_fields(en[key])), key
+
+
+def _fields(text: str) -> list[str]:
+    import string
+
+    return [name for _, name, _, _ in string.Formatter().parse(text) if name]

@@ -4,11 +4,11 @@
 Builds the site (strict) into a temporary folder for a free port on 127.0.0.1, serves it gzipped
 as GitHub Pages does (``scripts/serve_site.py``), and runs Lighthouse (from the npm registry,
 pinned below, installed once into ``~/.cache/attention-detectives/``) with Debian's Chromium on
-the home page and the chapter in both languages: mobile form factor (Lighthouse's default),
-categories performance, accessibility, best practices and SEO. Each page is audited three
-times and the run with the median performance score is kept (performance varies from run to run;
-the other categories do not). Prints a table of the scores and every audit that lost points, and
-exits non-zero when any score is below the threshold.
+the home page, the chapter and the case board in both languages: mobile form factor
+(Lighthouse's default), categories performance, accessibility, best practices and SEO. Each page
+is audited three times and the run with the median performance score is kept (performance varies
+from run to run; the other categories do not). Prints a table of the scores and every audit that
+lost points, and exits non-zero when any score is below the threshold.
 
     .venv/bin/python scripts/lighthouse.py                       # threshold 0.95, 3 runs a page
     .venv/bin/python scripts/lighthouse.py --runs 1 --reports out/   # keep HTML and JSON reports
@@ -39,7 +39,7 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "attent
 CHROME = os.environ.get("CHROME_PATH", "/usr/bin/chromium")
 CHROME_FLAGS = "--headless=new --no-sandbox --disable-gpu"
 CATEGORIES = ["performance", "accessibility", "best-practices", "seo"]
-PAGES = ["", "scores/", "en/", "en/scores/"]
+PAGES = ["", "scores/", "caseboard/", "en/", "en/scores/", "en/caseboard/"]
 
 
 def lighthouse_binary() -> Path:

@@ -1,0 +1,453 @@
+"""The case board's real heads (docs/assets/javascripts/caseboard-real.js) in Chromium, in both
+languages: what the board shows is the built data, chosen through its controls.
+
+Each language's board is opened once on a desktop (reduced motion) and once on a phone in the
+dark palette; the tests share those pages and drive them only through the board's controls
+(selects, buttons, the pointer, the keyboard, a finger). They read `window.caseBoardReal`
+(the controls' state and the head shown) and compare it with the built files, decoded here in
+Python (``assets/caseboard/real/<model>-<id>.json``: base64 of bytes, shape
+``(layers, heads, n, n)``, weight = byte / 255).
+
+Reuses the session's one build (served gzipped under a subpath) and tests/test_browser.py's
+browser and fixtures.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+from PIL import Image
+from test_browser import (  # noqa: F401  (fixtures, used by name)
+    PHONE,
+    REQUESTS,
+    Visit,
+    base_url,
+    browser,
+    open_context,
+    site,
+)
+
+#: The board's page in each language, and the sentence it opens on.
+PAGES = {"zh": "caseboard/", "en": "en/caseboard/"}
+DEFAULT = {"zh": "zh-case", "en": "en-case"}
+BOARD = "#caseboard-real"
+LIVE = "#caseboard-real.caseboard--live"
+QUERIES = "#caseboard-real .caseboard-real__queries > button"
+THUMBS = "#caseboard-real .caseboard-real__thumb"
+STATE = "() => window.caseBoardReal.state()"
+CURRENT = "() => window.caseBoardReal.current()"
+#: Every stroke-opacity of the lines drawn, by query: lines[q][k].
+LINES = """() => [...document.querySelectorAll('#caseboard-real .caseboard-real__lines g')]
+    .map(g => [...g.children].map(line => Number(line.getAttribute('stroke-opacity'))))"""
+#: The groups of lines that show (computed opacity above 0), by their query.
+SHOWN = """() => [...document.querySelectorAll('#caseboard-real .caseboard-real__lines g')]
+    .filter(g => Number(getComputedStyle(g).opacity) > 0).map(g => Number(g.dataset.q))"""
+#: A colour of Material's palette as the page computes it, as [r, g, b].
+COLOUR = """variable => {
+    const probe = document.createElement('span');
+    probe.style.color = `var(${variable})`;
+    document.querySelector('#caseboard-real').append(probe);
+    const rgb = getComputedStyle(probe).color.match(/[\\d.]+/g).slice(0, 3).map(Number);
+    probe.remove();
+    return rgb;
+}"""
+
+
+# --- The built data ----------------------------------------------------------------------------
+
+def index(site_dir, lang: str) -> dict:
+    return json.loads((site_dir / "assets" / "caseboard" / f"real-{lang}.json").read_text("utf-8"))
+
+
+def sentence_file(site_dir, model: str, sentence: str) -> tuple[list[str], np.ndarray]:
+    """A built sentence file's tokens and weights, shape (layers, heads, n, n), byte / 255."""
+    path = site_dir / "assets" / "caseboard" / "real" / f"{model}-{sentence}.json"
+    data = json.loads(path.read_text("utf-8"))
+    raw = np.frombuffer(base64.b64decode(data["weights"]), dtype=np.uint8)
+    shape = (data["layers"], data["heads"], data["n"], data["n"])
+    return data["tokens"], raw.reshape(shape) / 255  # (layers, heads, n, n)
+
+
+def luminance(rgb) -> np.ndarray:
+    """WCAG's relative luminance of sRGB colours (0-255 channels, the last axis)."""
+    c = np.asarray(rgb, dtype=np.float64) / 255
+    linear = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return linear @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def contrast(a, b) -> np.ndarray:
+    """WCAG's contrast ratio of colours a and b (1 to 21), broadcast over leading axes."""
+    la, lb = luminance(a), luminance(b)
+    return (np.maximum(la, lb) + 0.05) / (np.minimum(la, lb) + 0.05)
+
+
+# --- Pages -------------------------------------------------------------------------------------
+
+class Board:
+    """One language's page, its requests (URLs, in order) and the board's controls."""
+
+    def __init__(self, browser, url: str, **options):
+        self.requests: list[str] = []
+        self.context = open_context(browser, **options)
+        self.context.on("request", lambda request: self.requests.append(request.url))
+        self.warnings: list[str] = []
+        self.visit = Visit(self.context, url)
+        self.page = self.visit.page
+        self.page.on("console", lambda message: message.type == "warning"
+                     and self.warnings.append(message.text))
+        self.page.wait_for_selector(LIVE)
+        self.initial = list(self.requests)  # what the page loaded by itself
+
+    def state(self) -> dict:
+        return self.page.evaluate(STATE)
+
+    def choose(self, sentence: str | None = None, model: str | None = None,
+               layer: int | None = None, head: int | None = None) -> None:
+        """Set the controls as a reader does (layer and head counted from 1), waiting for a
+        sentence's file to load."""
+        page = self.page
+        if sentence is not None:
+            page.select_option(f"{BOARD}-sentence", value=sentence)
+            page.wait_for_function("id => window.caseBoardReal.state().sentence === id",
+                                   arg=sentence)
+        if model is not None:
+            page.select_option(f"{BOARD}-model", value=model)
+            page.wait_for_function("m => window.caseBoardReal.state().model === m", arg=model)
+        if layer is not None:
+            page.select_option(f"{BOARD}-layer", value=str(layer))
+        if head is not None:
+            page.select_option(f"{BOARD}-head", value=str(head))
+
+    def view(self, which: str) -> None:
+        self.page.locator(".caseboard-real__switch > button").nth(
+            0 if which == "one" else 1).click()
+        assert self.state()["view"] == which
+
+    def readout(self) -> str:
+        return self.page.locator(f"{BOARD} .caseboard-real__readout").text_content()
+
+
+@pytest.fixture(scope="module")
+def desk(browser, base_url):
+    """Each language's board on a desktop, with reduced motion, opened once."""
+    opened: dict[str, Board] = {}
+
+    def board(lang: str) -> Board:
+        if lang not in opened:
+            opened[lang] = Board(browser, base_url + PAGES[lang], reduced_motion="reduce",
+                                 viewport={"width": 1280, "height": 900})
+        return opened[lang]
+
+    yield board
+    for board in opened.values():
+        board.context.close()
+
+
+@pytest.fixture(scope="module")
+def phone(browser, base_url):
+    """Each language's board on a 390 px phone in the dark palette, opened once."""
+    opened: dict[str, Board] = {}
+
+    def board(lang: str) -> Board:
+        if lang not in opened:
+            opened[lang] = Board(browser, base_url + PAGES[lang], color_scheme="dark", **PHONE)
+        return opened[lang]
+
+    yield board
+    for board in opened.values():
+        board.context.close()
+
+
+def shown(page, expected: list[int]) -> None:
+    """Wait until the lines of exactly ``expected`` show (a fade takes 150 ms without reduced
+    motion); after 3 s, fail with what shows."""
+    try:
+        page.wait_for_function(f"e => JSON.stringify(({SHOWN})()) === JSON.stringify(e)",
+                               arg=expected, timeout=3000)
+    except Exception:  # Playwright's TimeoutError: say what shows instead
+        pass
+    assert page.evaluate(SHOWN) == expected
+
+
+def looks_at(words: dict, tokens: list[str], row: np.ndarray, q: int) -> str:
+    """The start of what the live region says for query q: its words and its top key."""
+    top = int(np.argmax(row))  # the first of equals, as the board orders them
+    return (words["looks_at"].replace("{token}", tokens[q]) + " " + tokens[top] + " "
+            + f"{row[top]:.2f}")
+
+
+# --- Tests -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_board_opens_on_the_case_in_the_pages_language(desk, site, lang):
+    board = desk(lang)
+    site_dir = site[1]
+    assert board.state() == {"sentence": DEFAULT[lang], "model": "e5", "layer": 1, "head": 3,
+                             "view": "one", "token": None}
+    tokens, weights = sentence_file(site_dir, "e5", DEFAULT[lang])
+    assert board.page.locator(QUERIES).all_text_contents() == tokens
+    assert board.page.locator(f"{BOARD} .caseboard-real__keys > span").all_text_contents() \
+        == tokens
+    # The static figure is still in the page, hidden now that the board is live.
+    assert board.page.locator(f"{BOARD} .caseboard__fallback").count() == 1
+    assert not board.page.locator(f"{BOARD} .caseboard__fallback").is_visible()
+    # It loaded the index of its language and the case's file, and no other real heads.
+    data = [url.split("/assets/caseboard/", 1)[1] for url in board.initial
+            if "/assets/caseboard/real" in url]
+    assert data == [f"real-{lang}.json", f"real/e5-{DEFAULT[lang]}.json"]
+    # Layer 1, head 3 of E5 reads the token before: the default is a clear first example.
+    current = board.page.evaluate(CURRENT)
+    assert current["tokens"] == tokens
+    np.testing.assert_array_equal(current["weights"], weights[0, 2])
+    previous = np.argmax(weights[0, 2, 3:-1], axis=1)
+    assert (previous == np.arange(2, len(tokens) - 2)).mean() > 0.6
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_sentence_list_groups_every_sentence_by_language(desk, site, lang):
+    board = desk(lang)
+    data = index(site[1], lang)
+    groups = board.page.evaluate("""() => [...document.querySelectorAll(
+        '#caseboard-real-sentence optgroup')].map(g => [g.label,
+        [...g.children].map(o => [o.value, o.textContent])])""")
+    # The page's language first, each group labelled with the words of the page's language.
+    order = [lang, "en" if lang == "zh" else "zh"]
+    assert [label for label, _ in groups] == [data["words"][f"sentences_{g}"] for g in order]
+    for (label, options), group_lang in zip(groups, order):
+        expected = [[s["id"], s["text"]] for s in data["sentences"] if s["lang"] == group_lang]
+        assert options == expected
+        assert len(options) >= 6
+    assert sum(len(options) for _, options in groups) == len(data["sentences"]) >= 12
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_choosing_a_sentence_loads_its_file_once_and_shows_its_tokens(desk, site, lang):
+    board = desk(lang)
+    site_dir = site[1]
+    data = index(site_dir, lang)
+    other = {"zh": "zh-knife", "en": "en-diary"}[lang]
+    before = len(board.requests)
+    board.choose(sentence=other)
+    loaded = [url for url in board.requests[before:] if "/assets/caseboard/real" in url]
+    assert [urlsplit(url).path.rsplit("/assets/caseboard/", 1)[1] for url in loaded] \
+        == [f"real/e5-{other}.json"]
+    tokens, _ = sentence_file(site_dir, "e5", other)
+    assert board.page.locator(QUERIES).all_text_contents() == tokens
+    # The model list holds the sentence's models only, by their names.
+    models = board.page.evaluate("""() => [...document.querySelectorAll(
+        '#caseboard-real-model option')].map(o => [o.value, o.textContent])""")
+    sentence = next(s for s in data["sentences"] if s["id"] == other)
+    assert models == [[key, data["models"][key]["name"]] for key in sentence["files"]]
+    # Back to the case: its file is kept, not fetched again.
+    before = len(board.requests)
+    board.choose(sentence=DEFAULT[lang])
+    assert [url for url in board.requests[before:] if "/assets/caseboard/real" in url] == []
+    assert board.page.locator(QUERIES).all_text_contents() \
+        == sentence_file(site_dir, "e5", DEFAULT[lang])[0]
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_head_shown_is_the_built_files_bytes_over_255(desk, site, lang):
+    """Two sentences x both their models x two heads (and a layer each model has): the weights
+    the board holds and the lines it draws are the file's."""
+    board = desk(lang)
+    site_dir = site[1]
+    for sentence in ("en-because", "en-window"):
+        for model in ("e5", "minilm"):
+            board.choose(sentence=sentence, model=model)
+            tokens, weights = sentence_file(site_dir, model, sentence)
+            layers = board.page.evaluate("""() => document.querySelectorAll(
+                '#caseboard-real-layer option').length""")
+            assert layers == weights.shape[0]
+            for layer, head in ((2, 7), (weights.shape[0], 12)):
+                board.choose(layer=layer, head=head)
+                state = board.state()
+                assert (state["sentence"], state["model"], state["layer"], state["head"]) \
+                    == (sentence, model, layer, head)
+                current = board.page.evaluate(CURRENT)
+                assert current["tokens"] == tokens
+                np.testing.assert_array_equal(current["weights"], weights[layer - 1, head - 1])
+                np.testing.assert_allclose(board.page.evaluate(LINES),
+                                           weights[layer - 1, head - 1], rtol=0, atol=1e-12)
+    board.choose(sentence=DEFAULT[lang], model="e5", layer=1, head=3)
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_pointing_at_a_token_shows_its_lines_and_names_its_top_key(desk, site, lang):
+    board = desk(lang)
+    page = board.page
+    words = index(site[1], lang)["words"]
+    tokens, weights = sentence_file(site[1], "e5", DEFAULT[lang])
+    head = weights[0, 2]  # the default: layer 1, head 3
+    assert sorted(page.evaluate(SHOWN)) == list(range(len(tokens)))  # all, faintly
+    assert board.readout() == ""
+    for q in (4, len(tokens) - 2):
+        page.locator(QUERIES).nth(q).hover()
+        assert board.state()["token"] == q
+        assert page.evaluate(SHOWN) == [q]
+        assert board.readout().startswith(looks_at(words, tokens, head[q], q))
+        # Each key's bar is as long as the weight the query gives it.
+        bars = page.evaluate("""() => [...document.querySelectorAll(
+            '#caseboard-real .caseboard-real__bar')].map(b => b.getBoundingClientRect().width)""")
+        full = page.locator(f"{BOARD} .caseboard-real__bar").first.evaluate("b => b.offsetWidth")
+        np.testing.assert_allclose(np.array(bars) / full, head[q], atol=0.01)
+    page.mouse.move(5, 5)  # off the tokens: every line again
+    assert board.state()["token"] is None
+    assert sorted(page.evaluate(SHOWN)) == list(range(len(tokens)))
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_tokens_are_reached_with_tab_and_arrows_with_a_visible_focus(desk, site, lang):
+    board = desk(lang)
+    page = board.page
+    words = index(site[1], lang)["words"]
+    tokens, weights = sentence_file(site[1], "e5", DEFAULT[lang])
+    page.locator(".caseboard-real__switch > button").nth(1).focus()  # the last control
+    page.keyboard.press("Tab")
+    assert board.state()["token"] == 0
+    for _ in range(3):
+        page.keyboard.press("ArrowDown")
+    focused = page.evaluate("""() => { const e = document.activeElement, s = getComputedStyle(e);
+        return {q: e.dataset.q, outline: s.outlineStyle, width: parseFloat(s.outlineWidth),
+                color: s.outlineColor}; }""")
+    assert focused["q"] == "3"
+    assert focused["outline"] == "solid" and focused["width"] >= 2
+    assert board.state()["token"] == 3
+    assert page.evaluate(SHOWN) == [3]
+    assert board.readout().startswith(looks_at(words, tokens, weights[0, 2, 3], 3))
+    page.keyboard.press("End")
+    assert board.state()["token"] == len(tokens) - 1
+    page.keyboard.press("Escape")
+    assert board.state()["token"] is None
+    assert board.readout() == ""
+    # Reduced motion: nothing of the board moves in transitions.
+    durations = page.evaluate("""() => [...document.querySelectorAll(
+        '#caseboard-real .caseboard-real__bar, #caseboard-real .caseboard-real__lines g')]
+        .map(e => getComputedStyle(e).transitionDuration)""")
+    assert set(durations) == {"0s"}
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_model_view_shows_each_head_of_the_layer_and_opens_one(desk, site, lang):
+    board = desk(lang)
+    page = board.page
+    words = index(site[1], lang)["words"]
+    _, weights = sentence_file(site[1], "e5", DEFAULT[lang])
+    layers, heads, n, _ = weights.shape
+    board.choose(layer=2)
+    board.view("all")
+    thumbs = page.locator(THUMBS)
+    assert page.locator(f"{THUMBS}:visible").count() == heads
+    assert not page.locator(QUERIES).first.is_visible()
+    assert thumbs.evaluate_all("ts => ts.map(t => t.getAttribute('aria-label'))") == [
+        words["thumbnail"].replace("{layer}", "2").replace("{head}", str(j + 1))
+        for j in range(heads)]
+    # Each heatmap: n x n pixels, from the page's background (weight 0) to the accent (1).
+    paper = np.array(page.evaluate(COLOUR, "--md-default-bg-color"))
+    ink = np.array(page.evaluate(COLOUR, "--md-accent-fg-color"))
+    for j in (0, 2, heads - 1):
+        pixels = np.array(thumbs.nth(j).locator("canvas").evaluate("""c => [c.width, c.height,
+            ...c.getContext('2d').getImageData(0, 0, c.width, c.height).data]"""))
+        assert pixels[:2].tolist() == [n, n]
+        rgb = pixels[2:].reshape(n, n, 4)[..., :3]
+        expected = paper + (ink - paper) * weights[1, j][..., None]
+        np.testing.assert_allclose(rgb, expected, atol=1)
+    # Enter on a thumbnail opens its head in the one-head view.
+    thumbs.nth(6).focus()
+    page.keyboard.press("Enter")
+    state = board.state()
+    assert (state["view"], state["layer"], state["head"]) == ("one", 2, 7)
+    assert page.locator(QUERIES).first.is_visible()
+    assert page.evaluate("() => document.activeElement.id") == "caseboard-real-head"
+    np.testing.assert_array_equal(page.evaluate(CURRENT)["weights"], weights[1, 6])
+    board.choose(layer=1, head=3)
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_phone_in_the_dark_taps_a_token_and_nothing_scrolls_sideways(phone, site, lang):
+    board = phone(lang)
+    page = board.page
+    words = index(site[1], lang)["words"]
+    assert page.evaluate("() => document.body.dataset.mdColorScheme") == "slate"
+    sideways = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    # The longest sentence: every row fits, tokens stay readable and big enough to tap.
+    board.choose(sentence="zh-knife")
+    tokens, weights = sentence_file(site[1], "e5", "zh-knife")
+    assert page.evaluate(sideways) == 0
+    sizes = page.locator(QUERIES).evaluate_all("""bs => bs.map(b => [
+        parseFloat(getComputedStyle(b).fontSize), b.getBoundingClientRect().height,
+        b.getBoundingClientRect().right])""")
+    assert min(size for size, _, _ in sizes) >= 12
+    assert min(height for _, height, _ in sizes) >= 24
+    q = 8
+    page.locator(QUERIES).nth(q).tap()
+    assert board.state()["token"] == q
+    shown(page, [q])
+    assert board.readout().startswith(looks_at(words, tokens, weights[0, 2, q], q))
+    # The strongest line is drawn in a colour that stands out on the dark background.
+    paper = page.evaluate(COLOUR, "--md-default-bg-color")
+    assert contrast(paper, (0, 0, 0)) < 2  # the page is dark
+    box = page.locator(f"{BOARD} .caseboard-real__linebox")
+    box.scroll_into_view_if_needed()
+    pixels = np.asarray(Image.open(io.BytesIO(box.screenshot())).convert("RGB"))
+    assert contrast(paper, pixels).max() >= 3
+    # All heads: 3 or 4 columns, still nothing sideways, cells visible on the dark background.
+    board.view("all")
+    assert page.evaluate(sideways) == 0
+    lefts = page.locator(THUMBS).evaluate_all(
+        "ts => ts.filter(t => !t.hidden).map(t => Math.round(t.getBoundingClientRect().left))")
+    assert len(set(lefts)) in (3, 4)
+    ink = page.evaluate(COLOUR, "--md-accent-fg-color")
+    assert contrast(paper, ink) >= 3
+    board.view("one")
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_motion_is_on_where_the_reader_has_not_asked_for_less(phone, lang):
+    """The counterpart of the reduced-motion check: the phone's page (no preference) moves."""
+    durations = phone(lang).page.evaluate("""() => [...document.querySelectorAll(
+        '#caseboard-real .caseboard-real__lines g')].map(e => getComputedStyle(e)
+        .transitionDuration)""")
+    assert set(durations) == {"0.15s"}
+
+
+def test_without_its_data_the_board_keeps_the_figure_and_says_so(browser, base_url, site):
+    """The index does not load: the static figure stays, with the words of load_failed. A
+    sentence's file does not load: the board keeps the sentence it shows and says so."""
+    context = open_context(browser)
+    try:
+        context.route("**/assets/caseboard/real-zh.json", lambda route: route.abort())
+        page = context.new_page()
+        page.goto(base_url + PAGES["zh"])
+        status = page.locator(f"{BOARD} .caseboard__status")
+        status.filter(has_text=index(site[1], "zh")["words"]["load_failed"]).wait_for()
+        assert page.locator(f"{BOARD} .caseboard__fallback").is_visible()
+        assert page.locator(LIVE).count() == 0
+        page.close()
+        words = index(site[1], "en")["words"]
+        context.route("**/assets/caseboard/real/e5-en-safe.json", lambda route: route.abort())
+        page = context.new_page()
+        page.goto(base_url + PAGES["en"])
+        page.wait_for_selector(LIVE)
+        page.select_option(f"{BOARD}-sentence", value="en-safe")
+        page.locator(f"{BOARD} .caseboard__status").filter(
+            has_text=words["load_failed"]).wait_for()
+        assert page.evaluate(STATE)["sentence"] == "en-case"
+        assert page.locator(f"{BOARD}-sentence").input_value() == "en-case"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_no_console_errors_and_no_request_off_the_site(desk, phone, base_url, lang):
+    for board in (desk(lang), phone(lang)):
+        assert board.visit.errors == []
+        assert board.warnings == []
+    host = urlsplit(base_url).hostname
+    assert [url for url in REQUESTS if not url.startswith("data:")
+            and urlsplit(url.removeprefix("blob:")).hostname != host] == []

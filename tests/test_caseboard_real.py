@@ -41,12 +41,20 @@ QUERIES = "#caseboard-real .caseboard-real__queries > button"
 THUMBS = "#caseboard-real .caseboard-real__thumb"
 STATE = "() => window.caseBoardReal.state()"
 CURRENT = "() => window.caseBoardReal.current()"
-#: Every stroke-opacity of the lines drawn, by query: lines[q][k].
-LINES = """() => [...document.querySelectorAll('#caseboard-real .caseboard-real__lines g')]
+#: Every stroke-opacity of the faint lines of every query: lines[q][k].
+LINES = """() => [...document.querySelectorAll('#caseboard-real .caseboard-real__every > g')]
     .map(g => [...g.children].map(line => Number(line.getAttribute('stroke-opacity'))))"""
-#: The groups of lines that show (computed opacity above 0), by their query.
-SHOWN = """() => [...document.querySelectorAll('#caseboard-real .caseboard-real__lines g')]
-    .filter(g => Number(getComputedStyle(g).opacity) > 0).map(g => Number(g.dataset.q))"""
+#: What the lines show: whether the faint lines of every query show (computed opacity above 0),
+#: and the chosen query's lines, if they show: the query and each line's two ends and opacity.
+SHOWN = """() => {
+    const svg = document.querySelector('#caseboard-real .caseboard-real__lines');
+    const shows = e => Number(getComputedStyle(e).opacity) > 0;
+    const chosen = svg.querySelector('.caseboard-real__chosen');
+    return {every: shows(svg.querySelector('.caseboard-real__every')),
+            query: shows(chosen) ? Number(chosen.dataset.q) : null,
+            lines: [...chosen.children].map(line => ['y1', 'y2', 'stroke-opacity']
+                .map(name => Number(line.getAttribute(name))))};
+}"""
 #: A colour of Material's palette as the page computes it, as [r, g, b].
 COLOUR = """variable => {
     const probe = document.createElement('span');
@@ -163,15 +171,22 @@ def phone(browser, base_url):
         board.context.close()
 
 
-def shown(page, expected: list[int]) -> None:
-    """Wait until the lines of exactly ``expected`` show (a fade takes 150 ms without reduced
-    motion); after 3 s, fail with what shows."""
+def shown(page, q: int | None, weights: np.ndarray | None = None) -> None:
+    """Check that the lines show query q's weights (``weights`` is the head's, (n, n)), or every
+    query's faintly (q None). Waits for a fade (150 ms without reduced motion) first."""
     try:
-        page.wait_for_function(f"e => JSON.stringify(({SHOWN})()) === JSON.stringify(e)",
-                               arg=expected, timeout=3000)
-    except Exception:  # Playwright's TimeoutError: say what shows instead
+        page.wait_for_function(f"""q => {{ const lines = ({SHOWN})();
+            return lines.query === q && lines.every === (q === null); }}""", arg=q, timeout=3000)
+    except Exception:  # Playwright's TimeoutError: the asserts below say what shows instead
         pass
-    assert page.evaluate(SHOWN) == expected
+    lines = page.evaluate(SHOWN)
+    assert (lines["query"], lines["every"]) == (q, q is None)
+    if q is not None:
+        n = len(weights)
+        ends = np.array(lines["lines"])  # (n, 3): y1, y2, opacity of the line to each key
+        np.testing.assert_array_equal(ends[:, 0], np.full(n, q + 0.5))
+        np.testing.assert_array_equal(ends[:, 1], np.arange(n) + 0.5)
+        np.testing.assert_allclose(ends[:, 2], weights[q], rtol=0, atol=1e-12)
 
 
 def looks_at(words: dict, tokens: list[str], row: np.ndarray, q: int) -> str:
@@ -284,12 +299,12 @@ def test_pointing_at_a_token_shows_its_lines_and_names_its_top_key(desk, site, l
     words = index(site[1], lang)["words"]
     tokens, weights = sentence_file(site[1], "e5", DEFAULT[lang])
     head = weights[0, 2]  # the default: layer 1, head 3
-    assert sorted(page.evaluate(SHOWN)) == list(range(len(tokens)))  # all, faintly
+    shown(page, None)  # every query's lines, faintly
     assert board.readout() == ""
     for q in (4, len(tokens) - 2):
         page.locator(QUERIES).nth(q).hover()
         assert board.state()["token"] == q
-        assert page.evaluate(SHOWN) == [q]
+        shown(page, q, head)
         assert board.readout().startswith(looks_at(words, tokens, head[q], q))
         # Each key's bar is as long as the weight the query gives it.
         bars = page.evaluate("""() => [...document.querySelectorAll(
@@ -298,7 +313,7 @@ def test_pointing_at_a_token_shows_its_lines_and_names_its_top_key(desk, site, l
         np.testing.assert_allclose(np.array(bars) / full, head[q], atol=0.01)
     page.mouse.move(5, 5)  # off the tokens: every line again
     assert board.state()["token"] is None
-    assert sorted(page.evaluate(SHOWN)) == list(range(len(tokens)))
+    shown(page, None)
 
 
 @pytest.mark.parametrize("lang", PAGES)
@@ -318,7 +333,7 @@ def test_tokens_are_reached_with_tab_and_arrows_with_a_visible_focus(desk, site,
     assert focused["q"] == "3"
     assert focused["outline"] == "solid" and focused["width"] >= 2
     assert board.state()["token"] == 3
-    assert page.evaluate(SHOWN) == [3]
+    shown(page, 3, weights[0, 2])
     assert board.readout().startswith(looks_at(words, tokens, weights[0, 2, 3], 3))
     page.keyboard.press("End")
     assert board.state()["token"] == len(tokens) - 1
@@ -327,7 +342,7 @@ def test_tokens_are_reached_with_tab_and_arrows_with_a_visible_focus(desk, site,
     assert board.readout() == ""
     # Reduced motion: nothing of the board moves in transitions.
     durations = page.evaluate("""() => [...document.querySelectorAll(
-        '#caseboard-real .caseboard-real__bar, #caseboard-real .caseboard-real__lines g')]
+        '#caseboard-real .caseboard-real__bar, #caseboard-real .caseboard-real__every')]
         .map(e => getComputedStyle(e).transitionDuration)""")
     assert set(durations) == {"0s"}
 
@@ -387,7 +402,7 @@ def test_phone_in_the_dark_taps_a_token_and_nothing_scrolls_sideways(phone, site
     q = 8
     page.locator(QUERIES).nth(q).tap()
     assert board.state()["token"] == q
-    shown(page, [q])
+    shown(page, q, weights[0, 2])
     assert board.readout().startswith(looks_at(words, tokens, weights[0, 2, q], q))
     # The strongest line is drawn in a colour that stands out on the dark background.
     paper = page.evaluate(COLOUR, "--md-default-bg-color")
@@ -411,8 +426,8 @@ def test_phone_in_the_dark_taps_a_token_and_nothing_scrolls_sideways(phone, site
 def test_motion_is_on_where_the_reader_has_not_asked_for_less(phone, lang):
     """The counterpart of the reduced-motion check: the phone's page (no preference) moves."""
     durations = phone(lang).page.evaluate("""() => [...document.querySelectorAll(
-        '#caseboard-real .caseboard-real__lines g')].map(e => getComputedStyle(e)
-        .transitionDuration)""")
+        '#caseboard-real .caseboard-real__bar, #caseboard-real .caseboard-real__every')]
+        .map(e => getComputedStyle(e).transitionDuration)""")
     assert set(durations) == {"0.15s"}
 
 

@@ -251,12 +251,30 @@
     return board;
   }
 
-  /* n rows of tokens and n x n lines: made when n changes, otherwise reused. */
+  function line(parent, q, k) {
+    var node = document.createElementNS(SVG, "line");
+    node.setAttribute("x1", "0");
+    node.setAttribute("y1", q + 0.5);
+    node.setAttribute("x2", "100");
+    node.setAttribute("y2", k + 0.5);
+    node.setAttribute("vector-effect", "non-scaling-stroke");  // 2 px however wide the box
+    parent.append(node);
+    return node;
+  }
+
+  /* n rows of tokens and the lines: all n x n (shown faintly, one group per query) and, over
+     them, the n lines of the chosen query. Made when n changes, otherwise reused. */
   function rows(n) {
     if (ui.rows.length === n) return;
     ui.queries.textContent = ui.keys.textContent = ui.svg.textContent = "";
     ui.svg.setAttribute("viewBox", "0 0 100 " + n);
+    ui.every = document.createElementNS(SVG, "g");
+    ui.every.setAttribute("class", "caseboard-real__every");
+    ui.chosen = document.createElementNS(SVG, "g");
+    ui.chosen.setAttribute("class", "caseboard-real__chosen");
+    ui.svg.append(ui.every, ui.chosen);
     ui.rows = [];
+    ui.shown = null;
     for (var q = 0; q < n; q++) {
       var query = el("button", "caseboard-real__token");
       query.type = "button";
@@ -266,22 +284,14 @@
       var bar = el("span", "caseboard-real__bar");
       key.append(label, bar);
       var group = document.createElementNS(SVG, "g");
-      var lines = [];
-      for (var k = 0; k < n; k++) {
-        var line = document.createElementNS(SVG, "line");
-        line.setAttribute("x1", "0");
-        line.setAttribute("y1", q + 0.5);
-        line.setAttribute("x2", "100");
-        line.setAttribute("y2", k + 0.5);
-        line.setAttribute("vector-effect", "non-scaling-stroke");  // 2 px however wide the box
-        group.append(line);
-        lines.push(line);
-      }
       group.dataset.q = q;
+      var lines = [];
+      for (var k = 0; k < n; k++) lines.push(line(group, q, k));
+      ui.every.append(group);
       ui.queries.append(query);
       ui.keys.append(key);
-      ui.svg.append(group);
-      ui.rows.push({query: query, key: label, bar: bar, group: group, lines: lines});
+      ui.rows.push({query: query, key: label, bar: bar, lines: lines,
+                    chosen: line(ui.chosen, 0, q)});  // the chosen query's line to key q
     }
   }
 
@@ -359,32 +369,44 @@
   function drawHead() {
     ui.caption.textContent = format(words.thumbnail, {layer: state.layer + 1,
                                                       head: state.head + 1});
-    for (var q = 0; q < data.n; q++) {
-      var lines = ui.rows[q].lines;
-      for (var k = 0; k < data.n; k++) lines[k].setAttribute("stroke-opacity", weight(q, k));
-    }
-    highlight();
+    ui.stale = true;  // the faint lines of every query: drawn when they show
+    highlight(true);
   }
 
-  /* Show the lines of the query pointed at (or last chosen), or all of them faintly. */
-  function highlight() {
+  /* Show the lines of the query pointed at (or last chosen), or all of them faintly. Only what
+     shows is drawn: the n lines of one query, or the n x n faint ones. */
+  function highlight(redraw) {
     var q = hover !== null ? hover : pinned;
     if (q !== null && (!data || q >= data.n)) q = null;
+    if (q === ui.shown && !redraw) return;
+    var n = data.n, k;
     ui.diagram.classList.toggle("caseboard-real__diagram--token", q !== null);
-    ui.rows.forEach(function (row, i) {
-      row.group.classList.toggle("caseboard-real__on", i === q);
-      row.query.classList.toggle("caseboard-real__token--on", i === q);
-      row.bar.style.transform = q === null ? "" : "scaleX(" + weight(q, i) + ")";
-    });
+    if (ui.shown !== null) ui.rows[ui.shown].query.classList.remove("caseboard-real__token--on");
+    ui.shown = q;
     if (q === null) {
+      if (ui.stale) {
+        for (var i = 0; i < n; i++) {
+          for (k = 0; k < n; k++) ui.rows[i].lines[k].setAttribute("stroke-opacity", weight(i, k));
+        }
+        ui.stale = false;
+      }
+      ui.rows.forEach(function (row) { row.bar.style.transform = ""; });
       ui.readout.textContent = "";
       return;
     }
-    var order = data.tokens.map(function (token, k) { return k; });
+    ui.rows[q].query.classList.add("caseboard-real__token--on");
+    ui.chosen.dataset.q = q;
+    for (k = 0; k < n; k++) {
+      var row = ui.rows[k];
+      row.chosen.setAttribute("y1", q + 0.5);
+      row.chosen.setAttribute("stroke-opacity", weight(q, k));
+      row.bar.style.transform = "scaleX(" + weight(q, k) + ")";
+    }
+    var order = data.tokens.map(function (token, key) { return key; });
     order.sort(function (a, b) { return weight(q, b) - weight(q, a) || a - b; });
     ui.readout.textContent = format(words.looks_at, {token: data.tokens[q]}) + " " +
-      order.slice(0, TOP).map(function (k) {
-        return data.tokens[k] + " " + weight(q, k).toFixed(2);
+      order.slice(0, TOP).map(function (key) {
+        return data.tokens[key] + " " + weight(q, key).toFixed(2);
       }).join(" · ");
   }
 

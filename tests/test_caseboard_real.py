@@ -32,6 +32,8 @@ from test_browser import (  # noqa: F401  (fixtures, used by name)
     site,
 )
 
+pytestmark = pytest.mark.browser  # Chromium on the built site (tests/ is otherwise the core)
+
 #: The board's page in each language, and the sentence it opens on.
 PAGES = {"zh": "caseboard/", "en": "en/caseboard/"}
 DEFAULT = {"zh": "zh-case", "en": "en-case"}
@@ -169,6 +171,14 @@ def phone(browser, base_url):
     yield board
     for board in opened.values():
         board.context.close()
+
+
+def canvas_pixels(canvas) -> np.ndarray:
+    """A canvas's pixels, (height, width, 3), read as a PNG (getImageData would make Chromium
+    warn about repeated readbacks in the page's console)."""
+    url = canvas.evaluate("c => c.toDataURL('image/png')")
+    png = base64.b64decode(url.split(",", 1)[1])
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.float64)
 
 
 def shown(page, q: int | None, weights: np.ndarray | None = None) -> None:
@@ -366,12 +376,22 @@ def test_model_view_shows_each_head_of_the_layer_and_opens_one(desk, site, lang)
     paper = np.array(page.evaluate(COLOUR, "--md-default-bg-color"))
     ink = np.array(page.evaluate(COLOUR, "--md-accent-fg-color"))
     for j in (0, 2, heads - 1):
-        pixels = np.array(thumbs.nth(j).locator("canvas").evaluate("""c => [c.width, c.height,
-            ...c.getContext('2d').getImageData(0, 0, c.width, c.height).data]"""))
-        assert pixels[:2].tolist() == [n, n]
-        rgb = pixels[2:].reshape(n, n, 4)[..., :3]
-        expected = paper + (ink - paper) * weights[1, j][..., None]
-        np.testing.assert_allclose(rgb, expected, atol=1)
+        rgb = canvas_pixels(thumbs.nth(j).locator("canvas"))
+        assert rgb.shape == (n, n, 3)
+        np.testing.assert_allclose(rgb, paper + (ink - paper) * weights[1, j][..., None], atol=1)
+    # The reader switches to the dark palette (the header's toggle): the heatmaps follow it.
+    palette = page.locator("form[data-md-component=palette] label:visible")
+    palette.click()
+    page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
+    dark = np.array(page.evaluate(COLOUR, "--md-default-bg-color"))
+    assert contrast(dark, paper) > 10
+    for j in (0, heads - 1):
+        np.testing.assert_allclose(canvas_pixels(thumbs.nth(j).locator("canvas")),
+                                   dark + (ink - dark) * weights[1, j][..., None], atol=1)
+    palette.click()
+    page.wait_for_function("() => document.body.dataset.mdColorScheme === 'default'")
+    np.testing.assert_allclose(canvas_pixels(thumbs.nth(0).locator("canvas")),
+                               paper + (ink - paper) * weights[1, 0][..., None], atol=1)
     # Enter on a thumbnail opens its head in the one-head view.
     thumbs.nth(6).focus()
     page.keyboard.press("Enter")

@@ -20,6 +20,8 @@ from mha.site import caseboard as cb
 from mha.site.experiments import walkthrough
 from mha.site.plots.case import CASE_ORDER, CASE_SENTENCE, case_tokens
 
+pytestmark = pytest.mark.site  # the site's data (mha.site), not the core
+
 
 # --- The lab -----------------------------------------------------------------------------------
 

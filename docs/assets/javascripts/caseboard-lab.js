@@ -1,1 +1,1197 @@
-// placeholder
+/*
+ * The case board's lab and its forward pass, live (docs/<lang>/caseboard.md, parts 2 and 3).
+ *
+ * Our own script, no library. It loads the lab's inputs (assets/caseboard/lab-<lang>.json,
+ * written at build time by mha.site.caseboard.lab_data: the case's eight tokens, their
+ * embeddings and the walkthrough's two layers, float64) and recomputes both layers in the
+ * browser whenever a control changes, exactly as mha does (mha.site.caseboard.lab_trace is the
+ * truth; JavaScript numbers are float64 too):
+ *
+ *   Q = X W_Q, K = X W_K, V = X W_V                       (n, d_model) each
+ *   scores_j = Q_j K_j^T * scale, scale = 1 / (T sqrt(d_k))   (n, n), head j = columns j*d_k ..
+ *   weights_j = softmax over the visible keys of each row   (n, n), hidden keys get 0
+ *   concat = [weights_0 V_0 ... weights_{h-1} V_{h-1}]      (n, d_model)
+ *   output = concat W_O                                     (n, d_model), layer 2 reads it
+ *
+ * The lab (#caseboard-lab) shows layer 1's weights, one heatmap per head, and its output; the
+ * forward pass (#caseboard-forward) steps through every stage of both layers, from the same
+ * state. Each matrix is a <table> (caption, tokens as headers, each value in its cell's
+ * aria-label, the arrow keys move between cells) over a <canvas> that paints its colours. Every
+ * word shown comes from the data's `words`. Without the data, the static figures stay.
+ *
+ * One update must take one frame on a slow phone (scripts/caseboard_perf.py measures it), so an
+ * update repaints canvases and touches no table: what it writes as text sits in boxes of fixed
+ * size, what is off screen waits until it comes near, and the heatmaps for another number of
+ * heads are kept laid out but folded away. Both parts are built, and the data loaded, only when
+ * they first come near the screen.
+ *
+ * For the tests: window.caseBoardLab = {state(), result()}, read-only.
+ */
+(function () {
+  "use strict";
+
+  // Read now: document.currentScript is only set while the script first runs.
+  var script = document.currentScript;
+  var dataDir = new URL("../caseboard/", script.src);
+  var lang = document.documentElement.lang || "zh";
+  // Shown when the data itself (and so its words) did not arrive.
+  var LOAD_FAILED = {zh: "数据没有加载成功。", en: "The data did not load."};
+  // Temporary, until the data's words have it (asked of the lead): the readout's first line.
+  var CELL_HINT = {
+    zh: "把指针移到格子上、轻点它，或用 Tab 和方向键选中它，就能读出它的数值。",
+    en: "Point at a cell, tap it, or reach it with Tab and the arrow keys to read its value."
+  };
+  var PLAY_EVERY_MS = 1500;
+  var DEFAULTS = {heads: 4, temperature: 6, mask: "none", window: 2, padding: 6};
+
+  var labBox = document.getElementById("caseboard-lab");
+  var forwardBox = document.getElementById("caseboard-forward");
+  if (!labBox && !forwardBox) return;
+
+  // Both parts lie below the page's first screen: the data is loaded, and each part built,
+  // when the part first comes near the screen, so loading the page costs the reader nothing.
+  var board = null, loading = null;
+  [labBox, forwardBox].forEach(function (box) {
+    if (!box) return;
+    whenNear(box, function () {
+      if (!loading) {
+        loading = fetch(new URL("lab-" + lang + ".json", dataDir).href)
+          .then(function (response) {
+            if (!response.ok) throw new Error("HTTP " + response.status);
+            return response.json();
+          })
+          .then(function (data) { board = start(data); }, fail);
+      }
+      loading.then(function () { if (board) board.show(box); });
+    });
+  });
+
+  function fail() {
+    [labBox, forwardBox].forEach(function (box) {
+      if (!box) return;
+      var text = box.getAttribute("data-load-failed") || LOAD_FAILED[lang] || LOAD_FAILED.en;
+      box.append(el("p", {className: "caseboard__status", text: text}));
+      box.classList.add("cblab-failed");
+    });
+  }
+
+  // --- The computation ------------------------------------------------------------------------
+
+  /** Row-major product of a (n, m) and b (m, p): (n, p). */
+  function matmul(a, b, n, m, p) {
+    var out = new Float64Array(n * p);
+    for (var i = 0; i < n; i++) {
+      for (var k = 0; k < m; k++) {
+        var aik = a[i * m + k];
+        for (var j = 0; j < p; j++) out[i * p + j] += aik * b[k * p + j];
+      }
+    }
+    return out;
+  }
+
+  function flat(rows) {
+    var cols = rows[0].length, out = new Float64Array(rows.length * cols);
+    rows.forEach(function (row, i) { out.set(row, i * cols); });
+    return out;
+  }
+
+  /** visible[i * n + k]: may query i see key k? (mha.site.caseboard.lab_mask) */
+  function visibility(kind, value, n) {
+    var visible = new Uint8Array(n * n);
+    for (var i = 0; i < n; i++) {
+      for (var k = 0; k < n; k++) {
+        visible[i * n + k] = kind === "causal" ? k <= i
+          : kind === "window" ? i - value <= k && k <= i
+            : kind === "padding" ? k < value : 1;
+      }
+    }
+    return visible;
+  }
+
+  /** Columns c0 .. c0 + width - 1 of a (n, d) matrix: (n, width). */
+  function columns(a, n, d, c0, width) {
+    var out = new Float64Array(n * width);
+    for (var i = 0; i < n; i++) {
+      for (var c = 0; c < width; c++) out[i * width + c] = a[i * d + c0 + c];
+    }
+    return out;
+  }
+
+  /** One layer (mha.MultiHeadAttention.trace): every stage, each head's arrays apart. */
+  function layerTrace(x, layer, h, temperature, visible, n, d) {
+    var dk = d / h, scale = 1 / (temperature * Math.sqrt(dk));
+    var q = matmul(x, layer.W_Q, n, d, d);  // (n, d), head j = columns j*dk ..
+    var k = matmul(x, layer.W_K, n, d, d);
+    var v = matmul(x, layer.W_V, n, d, d);
+    var concat = new Float64Array(n * d);
+    var out = {x: x, q: [], k: [], v: [], scores: [], weights: [], heads: [], scale: scale, dk: dk};
+    for (var j = 0; j < h; j++) {
+      var c0 = j * dk;
+      var scores = new Float64Array(n * n), weights = new Float64Array(n * n);
+      for (var i = 0; i < n; i++) {
+        var max = -Infinity;
+        for (var key = 0; key < n; key++) {
+          var dot = 0;
+          for (var c = 0; c < dk; c++) dot += q[i * d + c0 + c] * k[key * d + c0 + c];
+          var s = dot * scale;
+          scores[i * n + key] = s;
+          if (visible[i * n + key] && s > max) max = s;
+        }
+        if (max === -Infinity) continue;  // a row that sees nothing: all zeros, as mha's softmax
+        var sum = 0;
+        for (key = 0; key < n; key++) {
+          var e = visible[i * n + key] ? Math.exp(scores[i * n + key] - max) : 0;
+          weights[i * n + key] = e;
+          sum += e;
+        }
+        for (key = 0; key < n; key++) weights[i * n + key] /= sum;
+      }
+      for (i = 0; i < n; i++) {  // this head's output, written into its columns of concat
+        for (c = 0; c < dk; c++) {
+          var acc = 0;
+          for (key = 0; key < n; key++) acc += weights[i * n + key] * v[key * d + c0 + c];
+          concat[i * d + c0 + c] = acc;
+        }
+      }
+      out.q.push(columns(q, n, d, c0, dk));
+      out.k.push(columns(k, n, d, c0, dk));
+      out.v.push(columns(v, n, d, c0, dk));
+      out.scores.push(scores);
+      out.weights.push(weights);
+      out.heads.push(columns(concat, n, d, c0, dk));
+    }
+    out.concat = concat;
+    out.output = matmul(concat, layer.W_O, n, d, d);
+    return out;
+  }
+
+  // --- Small helpers --------------------------------------------------------------------------
+
+  function el(tag, props, children) {
+    var node = document.createElement(tag);
+    if (props) {
+      Object.keys(props).forEach(function (name) {
+        var value = props[name];
+        if (value === null || value === undefined || value === false) return;
+        if (name === "text") node.textContent = value;
+        else if (name === "className") node.className = value;
+        else node.setAttribute(name, value === true ? "" : value);
+      });
+    }
+    if (children) children.forEach(function (child) { if (child) node.append(child); });
+    return node;
+  }
+
+  /** Writes ``text`` into ``node`` only if it differs: an unchanged text costs no layout. */
+  function setText(node, text) {
+    if (node.textContent !== text) node.textContent = text;
+  }
+
+  function fill(template, values) {
+    return template.replace(/\{(\w+)\}/g, function (all, name) {
+      return name in values ? values[name] : all;
+    });
+  }
+
+  /** Three significant digits, without trailing zeros: 0.177, 1, 1.41, 8. */
+  function short(value) {
+    return String(Number(value.toPrecision(3)));
+  }
+
+  function fixed(value, digits) {
+    var text = value.toFixed(digits);
+    return Number(text) === 0 ? (0).toFixed(digits) : text;  // no "-0.00"
+  }
+
+  /** ``hundredths / 100`` with two decimals ("-1.05", "0.00"), quicker than toFixed. */
+  function hundredthsText(hundredths) {
+    var size = Math.abs(hundredths), rest = size % 100;
+    return (hundredths < 0 ? "-" : "") + Math.floor(size / 100) + (rest < 10 ? ".0" : ".") + rest;
+  }
+
+  /** The first letter in capitals ("head 1" -> "Head 1"); Chinese is left as it is. */
+  function capital(text) {
+    return text.charAt(0).toUpperCase() + text.slice(1);
+  }
+
+  /**
+   * A text that changes as a control moves, in a box of fixed size (caseboard-lab.css:
+   * .cblab-text, contain: strict) inside ``outer``: Chromium lays out such a box on its own,
+   * where a changed text in a flex item would lay out the page. Returns the inner box.
+   */
+  function textBox(outer) {
+    return outer.appendChild(el("span", {className: "cblab-text"}));
+  }
+
+  /**
+   * Watches whether ``node`` is on or near the screen (300 px): returns {onScreen}, and calls
+   * ``back`` each time it comes near. What is away from the screen is drawn when it comes near,
+   * so that a change of the lab draws only what the reader sees.
+   */
+  function sight(node, back) {
+    var seen = {onScreen: true};
+    if (typeof IntersectionObserver === "function") {
+      new IntersectionObserver(function (entries) {
+        seen.onScreen = entries[entries.length - 1].isIntersecting;
+        if (seen.onScreen) back();
+      }, {rootMargin: "300px 0px"}).observe(node);
+    }
+    return seen;
+  }
+
+  /** Calls ``build`` once, when ``node`` first comes within a screen's height of the screen. */
+  function whenNear(node, build) {
+    if (typeof IntersectionObserver !== "function") return build();
+    var observer = new IntersectionObserver(function (entries) {
+      if (!entries[entries.length - 1].isIntersecting) return;
+      observer.disconnect();
+      build();
+    }, {rootMargin: "100% 0px"});
+    observer.observe(node);
+  }
+
+  /** Runs ``task`` when the browser is idle (or soon). */
+  function later(task) {
+    if (window.requestIdleCallback) window.requestIdleCallback(task, {timeout: 2000});
+    else window.setTimeout(task, 200);
+  }
+
+  /**
+   * Folds ``node`` away or back (caseboard-lab.css: [data-cblab-away]). An attribute of our own,
+   * not a class: a change of the class attribute makes Chromium restyle the whole subtree (other
+   * stylesheets have selectors on [class]), which for a stage of tables costs more than a frame.
+   */
+  function fold(node, away) {
+    if (node.hasAttribute("data-cblab-away") === away) return;
+    if (away) node.setAttribute("data-cblab-away", "");
+    else node.removeAttribute("data-cblab-away");
+  }
+
+  /**
+   * Adds ``node`` to ``parent`` folded away, styled and laid out first (in one task, so never
+   * seen unfolded): content-visibility keeps what was laid out, so showing it later is as quick
+   * as showing a node that was shown before.
+   */
+  function addFolded(parent, node) {
+    node.setAttribute("data-cblab-warm", "");
+    parent.append(node);
+    void node.offsetHeight;  // style and layout, now (in idle time)
+    node.removeAttribute("data-cblab-warm");
+    fold(node, true);
+  }
+
+  var uid = 0;
+  function nextId(name) {
+    uid += 1;
+    return "cblab-" + name + "-" + uid;
+  }
+
+  // --- Heatmaps -------------------------------------------------------------------------------
+  //
+  // A heatmap is a <table> (caption, tokens as headers, one cell per value, the value in the
+  // cell's aria-label) whose cells are transparent: their colours are painted on one <canvas>
+  // beneath them. Changing 64 canvas rectangles costs next to nothing, where restyling 64 table
+  // cells costs a style recalculation each; the table itself never changes size or style on an
+  // update, so an update costs no layout either. The canvas follows the cells: their edges are
+  // measured whenever the table's size changes (ResizeObserver, before the frame is painted).
+
+  var mapOfTable = new WeakMap();
+  var liveMaps = [];           // every heatmap built, to repaint when the colour scheme changes
+  var palette = null;          // the colours, read from the CSS (caseboard-lab.css) once a scheme
+  var paletteRoot = null;
+  // What is off screen is painted when it comes near (300 px): an update paints what is seen.
+  var sightings = typeof IntersectionObserver === "function"
+    ? new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        var map = mapOfTable.get(entry.target);
+        if (map) map.sighted(entry.isIntersecting);
+      });
+    }, {rootMargin: "300px 0px"}) : null;
+  var resizes = typeof ResizeObserver === "function" ? new ResizeObserver(function (entries) {
+    var maps = entries.map(function (entry) { return mapOfTable.get(entry.target); });
+    maps.forEach(function (map) { map.measure(); });  // every read first,
+    maps.forEach(function (map) { map.place(); });    // then every write: one layout
+  }) : null;
+
+  function readPalette() {
+    var style = getComputedStyle(paletteRoot);
+    function read(name) { return style.getPropertyValue(name).trim(); }
+    palette = {weight: read("--cblab-weight"), pos: read("--cblab-pos"), neg: read("--cblab-neg"),
+               line: read("--cblab-line"), hatch: read("--cblab-hatch"), dash: read("--cblab-dash"),
+               cut: read("--cblab-cut")};
+  }
+
+  /** Repaints every heatmap in the colours of the scheme the reader (or the system) chose. */
+  function watchScheme(root) {
+    paletteRoot = root;
+    function repaint() {
+      palette = null;
+      liveMaps.forEach(function (map) { map.draw(); });
+    }
+    var observer = new MutationObserver(repaint);
+    [document.documentElement, document.body].forEach(function (node) {
+      observer.observe(node, {attributes: true, attributeFilter: ["data-md-color-scheme",
+                                                                  "data-md-color-primary"]});
+    });
+    var dark = window.matchMedia("(prefers-color-scheme: dark)");
+    if (dark.addEventListener) dark.addEventListener("change", repaint);
+  }
+
+  /**
+   * One matrix: n rows (the tokens) by m columns (the tokens, or the dimensions 1 .. m).
+   * kind "weight": values in [0, 1] in one hue, its opacity sqrt(value) (a spread-out row still
+   * shows). kind "signed": diverging, + and - in two hues, opacity |value| / the largest |value|
+   * shown. Hidden cells (mask) are hatched, with a dash. Columns may come in groups of
+   * `groupEvery` (a line between them), with a header row of their own (`groups`: {label, sr}).
+   * Only one cell of the table is in the tab order; the arrow keys move between them.
+   */
+  function Heatmap(spec) {
+    var n = spec.rows.length, m = spec.cols.length, self = this;
+    this.kind = spec.kind;
+    this.n = n;
+    this.m = m;
+    this.groupEvery = spec.groupEvery || 0;
+    this.rowLabels = spec.rows;
+    this.colLabels = spec.groups ? spec.cols.map(function (label, c) {
+      return spec.groups[Math.floor(c / spec.groupEvery)].label + " " + label;
+    }) : spec.cols;
+    this.tokenCols = spec.tokenCols;
+    this.hiddenWord = spec.hiddenWord;
+    this.values = null;
+    this.visible = null;
+    this.shown = new Int32Array(n * m).fill(-2147483648);  // each cell's label, in hundredths
+    this.HIDDEN = 2147483647;
+    this.cells = [];
+    this.rowHeads = [];
+    this.colHeads = [];
+    this.padFrom = n;
+    this.xs = null;            // the cells' edges (CSS px from the first cell): m + 1, n + 1
+    this.ys = null;
+
+    var table = el("table", {className: "cblab-map cblab-map--" + spec.kind
+      + (spec.tokenCols ? " cblab-map--square" : "")
+      + (spec.size ? " cblab-map--" + spec.size : "")});
+    // A fixed layout (the columns' widths from the CSS, not from measuring every cell): quick.
+    table.style.setProperty("--m", String(m));
+    this.table = table;
+    mapOfTable.set(table, this);
+    this.swatch = el("span", {className: "cblab-swatch", "aria-hidden": "true"});
+    this.captionText = document.createTextNode("");
+    table.append(el("caption", null, [this.swatch, this.captionText]));
+    this.setTitle(spec.caption, spec.hue);
+
+    var corner = el("td", {className: "cblab-corner"});
+    var headRow = el("tr", null, spec.groups ? [] : [corner]);
+    var groupRow = spec.groups ? el("tr", null, [corner]) : null;
+    if (groupRow) {
+      corner.rowSpan = 2;
+      spec.groups.forEach(function (group) {
+        groupRow.append(el("th", {scope: "colgroup", colspan: String(spec.groupEvery),
+                                  className: "cblab-group-head"},
+          [el("span", {className: "cblab-sr", text: group.sr}), group.label]));
+      });
+    }
+    spec.cols.forEach(function (label) {
+      var th = el("th", {scope: "col", className: spec.tokenCols ? "cblab-col" : "cblab-dim"},
+        [label]);
+      self.colHeads.push(th);
+    });
+    headRow.append.apply(headRow, this.colHeads);
+    var body = el("tbody");
+    spec.rows.forEach(function (label, r) {
+      var th = el("th", {scope: "row", className: "cblab-row"}, [label]);
+      self.rowHeads.push(th);
+      var tr = el("tr", null, [th]);
+      for (var c = 0; c < m; c++) {
+        var td = el("td", {className: "cblab-cell", tabindex: r === 0 && c === 0 ? "0" : "-1"});
+        self.cells.push(td);
+        tr.append(td);
+      }
+      body.append(tr);
+    });
+    this.canvas = el("canvas", {className: "cblab-paint", "aria-hidden": "true"});
+    this.cells[0].classList.add("cblab-origin");
+    this.cells[0].append(this.canvas);
+    table.append(el("colgroup", null, [el("col", {className: "cblab-col-head"}),
+                                       el("col", {className: "cblab-col-cell", span: String(m)})]),
+                 el("thead", null, [groupRow, headRow]), body);
+    this.onScreen = !sightings;
+    this.stale = false;
+    liveMaps.push(this);
+    if (resizes) resizes.observe(table);
+    if (sightings) sightings.observe(table);
+  }
+
+  Heatmap.prototype.sighted = function (onScreen) {
+    this.onScreen = onScreen;
+    if (onScreen && this.stale) this.draw();
+  };
+
+  Heatmap.prototype.setTitle = function (caption, hue) {
+    if (this.captionText.nodeValue !== caption) this.captionText.nodeValue = caption;
+    this.hue = hue || "";
+    this.swatch.style.backgroundColor = this.hue;
+    this.swatch.hidden = !hue;
+  };
+
+  /** Measures where the cells are (after layout: in the ResizeObserver's callback). */
+  Heatmap.prototype.measure = function () {
+    var cells = this.cells, m = this.m, n = this.n;
+    var origin = cells[0].getBoundingClientRect();
+    if (origin.width === 0) {  // not shown
+      this.xs = this.ys = null;
+      return;
+    }
+    var xs = [], ys = [], c, r;
+    for (c = 0; c < m; c++) xs.push(cells[c].getBoundingClientRect().left - origin.left);
+    xs.push(cells[m - 1].getBoundingClientRect().right - origin.left);
+    for (r = 0; r < n; r++) ys.push(cells[r * m].getBoundingClientRect().top - origin.top);
+    ys.push(cells[(n - 1) * m].getBoundingClientRect().bottom - origin.top);
+    this.xs = xs;
+    this.ys = ys;
+  };
+
+  /** Sizes the canvas to the cells just measured and paints it. */
+  Heatmap.prototype.place = function () {
+    if (!this.xs) return;
+    // One pixel more on each side, for the grid's outer lines.
+    this.canvas.style.width = (this.xs[this.m] + 2) + "px";
+    this.canvas.style.height = (this.ys[this.n] + 2) + "px";
+    this.draw();
+  };
+
+  /**
+   * Keeps ``values`` (n * m, row-major; ``visible``: n * m of 0/1, or null) and paints them.
+   * The cells' labels (what a screen reader reads) follow in idle time, after the frame.
+   */
+  Heatmap.prototype.update = function (values, visible) {
+    this.values = values;
+    this.visible = visible;
+    if (!this.labelsDue) {
+      this.labelsDue = true;
+      dueLabels.push(this);
+      if (dueLabels.length === 1) later(writeLabels);
+    }
+    this.draw();
+  };
+
+  var dueLabels = [];
+  function writeLabels() {
+    dueLabels.splice(0).forEach(function (map) { map.writeLabels(); });
+  }
+
+  /** Each cell's label: its value with two decimals, or words.hidden. */
+  Heatmap.prototype.writeLabels = function () {
+    var values = this.values, visible = this.visible;
+    this.labelsDue = false;
+    for (var i = 0; i < values.length; i++) {
+      var hidden = visible && !visible[i], hundredths = hidden ? this.HIDDEN
+        : Math.round(values[i] * 100) || 0;  // no -0
+      if (hundredths !== this.shown[i]) {
+        this.shown[i] = hundredths;
+        this.cells[i].setAttribute("aria-label",
+          hidden ? this.hiddenWord : hundredthsText(hundredths));
+      }
+    }
+  };
+
+  Heatmap.prototype.draw = function () {
+    if (!this.xs || !this.values) return;  // painted once measured
+    this.stale = !this.onScreen;
+    if (this.stale) return;                // painted when it comes near the screen
+    if (!palette) readPalette();
+    var xs = this.xs, ys = this.ys, n = this.n, m = this.m;
+    var values = this.values, visible = this.visible, canvas = this.canvas;
+    var ratio = window.devicePixelRatio || 1;
+    var width = Math.round((xs[m] + 2) * ratio), height = Math.round((ys[n] + 2) * ratio);
+    if (canvas.width !== width) canvas.width = width;
+    if (canvas.height !== height) canvas.height = height;
+    var ctx = this.ctx || (this.ctx = canvas.getContext("2d"));
+    ctx.setTransform(ratio, 0, 0, ratio, ratio, ratio);  // (0, 0): the first cell's corner
+    ctx.clearRect(-1, -1, xs[m] + 2, ys[n] + 2);
+    var scale = 1, i, r, c;
+    if (this.kind === "signed") {
+      var max = 0;
+      for (i = 0; i < values.length; i++) {
+        if (!visible || visible[i]) max = Math.max(max, Math.abs(values[i]));
+      }
+      scale = max > 0 ? 1 / max : 0;
+    }
+    var hue = this.hue || palette.weight, hidden = [];
+    for (r = 0; r < n; r++) {
+      for (c = 0; c < m; c++) {
+        i = r * m + c;
+        if (visible && !visible[i]) {
+          hidden.push(i);
+          continue;
+        }
+        var value = values[i];
+        if (this.kind === "weight") {
+          ctx.fillStyle = hue;
+          ctx.globalAlpha = Math.sqrt(Math.max(0, Math.min(1, value)));
+        } else {
+          ctx.fillStyle = value < 0 ? palette.neg : palette.pos;
+          ctx.globalAlpha = Math.abs(value) * scale;
+        }
+        ctx.fillRect(xs[c], ys[r], xs[c + 1] - xs[c], ys[r + 1] - ys[r]);
+      }
+    }
+    ctx.globalAlpha = 1;
+    if (hidden.length) {  // hatched, with a dash
+      ctx.save();
+      ctx.beginPath();
+      hidden.forEach(function (index) {
+        var r = Math.floor(index / m), c = index % m;
+        ctx.rect(xs[c], ys[r], xs[c + 1] - xs[c], ys[r + 1] - ys[r]);
+      });
+      ctx.clip();
+      ctx.beginPath();
+      for (var k = -ys[n]; k < xs[m]; k += 4) {
+        ctx.moveTo(k, ys[n]);
+        ctx.lineTo(k + ys[n], 0);
+      }
+      ctx.strokeStyle = palette.hatch;
+      ctx.lineWidth = 1;
+      ctx.stroke();
+      ctx.restore();
+      ctx.fillStyle = palette.dash;
+      hidden.forEach(function (index) {
+        var r = Math.floor(index / m), c = index % m, w = xs[c + 1] - xs[c];
+        ctx.fillRect(xs[c] + w * 0.3, (ys[r] + ys[r + 1]) / 2 - 0.75, w * 0.4, 1.5);
+      });
+    }
+    ctx.fillStyle = palette.line;  // the grid
+    for (c = 0; c <= m; c++) ctx.fillRect(xs[c] - 0.5, -0.5, 1, ys[n] + 1);
+    for (r = 0; r <= n; r++) ctx.fillRect(-0.5, ys[r] - 0.5, xs[m] + 1, 1);
+    if (this.groupEvery) {
+      ctx.fillStyle = palette.cut;
+      for (c = this.groupEvery; c < m; c += this.groupEvery) {
+        ctx.fillRect(xs[c] - 1, -1, 2, ys[n] + 2);
+      }
+    }
+  };
+
+  /**
+   * Marks the tokens from position ``from`` on as padding (n: none): their headers dimmed and
+   * dotted, with words.padding_token as their title (shown on hover, read as a description).
+   */
+  Heatmap.prototype.markPadding = function (from, word) {
+    if (from === this.padFrom) return;
+    this.padFrom = from;
+    function mark(th, position) {
+      th.classList.toggle("cblab-pad", position >= from);
+      if (position >= from) th.title = word;
+      else th.removeAttribute("title");
+    }
+    this.rowHeads.forEach(mark);
+    if (this.tokenCols) this.colHeads.forEach(mark);
+  };
+
+  /** What the readout says of cell ``index``. */
+  Heatmap.prototype.describe = function (index) {
+    var r = Math.floor(index / this.m), c = index % this.m;
+    var row = this.rowLabels[r], col = this.colLabels[c];
+    var where = row + (this.tokenCols ? " → " + col : " · " + col);
+    var what = this.values === null ? ""
+      : this.visible && !this.visible[index] ? " · " + this.hiddenWord
+        : " = " + fixed(this.values[index], 3);
+    return capital(this.captionText.nodeValue) + " · " + where + what;
+  };
+
+  /**
+   * Readout and keyboard for every heatmap inside ``root``: pointing at a cell, tapping it or
+   * focusing it writes its value into ``readout``; the arrow keys (Home, End) move between cells.
+   */
+  function wireHeatmaps(root, readout) {
+    var current = null;  // [map, index] of the cell last described
+    function show(target) {
+      var cell = target.closest ? target.closest("td.cblab-cell") : null;
+      if (!cell || !root.contains(cell)) return;
+      var map = mapOfTable.get(cell.closest("table"));
+      if (!map) return;
+      current = [map, map.cells.indexOf(cell)];
+      refresh();
+    }
+    function refresh() {
+      if (!current || !current[0].table.isConnected) return;
+      var text = current[0].describe(current[1]);
+      if (readout.textContent !== text) readout.textContent = text;
+    }
+    root.addEventListener("pointerover", function (event) { show(event.target); });
+    root.addEventListener("focusin", function (event) { show(event.target); });
+    root.addEventListener("keydown", function (event) {
+      var cell = event.target;
+      if (!cell.classList || !cell.classList.contains("cblab-cell")) return;
+      var map = mapOfTable.get(cell.closest("table"));
+      var index = map.cells.indexOf(cell), r = Math.floor(index / map.m), c = index % map.m;
+      var moves = {ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0]};
+      if (moves[event.key]) {
+        r = Math.min(map.n - 1, Math.max(0, r + moves[event.key][0]));
+        c = Math.min(map.m - 1, Math.max(0, c + moves[event.key][1]));
+      } else if (event.key === "Home") {
+        c = 0;
+      } else if (event.key === "End") {
+        c = map.m - 1;
+      } else {
+        return;
+      }
+      event.preventDefault();
+      var next = map.cells[r * map.m + c];
+      if (next === cell) return;
+      cell.tabIndex = -1;
+      next.tabIndex = 0;
+      next.focus();
+    });
+    return refresh;
+  }
+
+  // --- The board ------------------------------------------------------------------------------
+
+  /** The widest token's width (CSS px) in the row headers' font (caseboard-lab.css: 0.6rem). */
+  function widestToken(tokens, box) {
+    var rem = parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
+    var ctx = document.createElement("canvas").getContext("2d");
+    ctx.font = (0.6 * rem) + "px " + getComputedStyle(box).fontFamily;
+    return Math.ceil(Math.max.apply(null, tokens.map(function (token) {
+      return ctx.measureText(token).width;
+    })));
+  }
+
+  function start(data) {
+    var words = data.words, terms = words.terms;
+    var tokens = data.tokens, n = tokens.length, d = data.x[0].length;
+    var x = flat(data.x);
+    var layers = data.layers.map(function (layer) {
+      return {W_Q: flat(layer.W_Q), W_K: flat(layer.W_K), W_V: flat(layer.W_V),
+              W_O: flat(layer.W_O)};
+    });
+    var dims = [];
+    for (var c = 1; c <= d; c++) dims.push(String(c));
+    var state = {heads: DEFAULTS.heads, temperature: DEFAULTS.temperature, mask: DEFAULTS.mask,
+                 window: DEFAULTS.window, padding: DEFAULTS.padding};
+    var trace = null;
+
+    function maskValue() {
+      return state.mask === "window" ? state.window
+        : state.mask === "padding" ? state.padding : null;
+    }
+
+    function compute() {
+      var visible = visibility(state.mask, maskValue(), n);
+      var temperature = data.temperatures[state.temperature];
+      var input = x, out = [];
+      layers.forEach(function (layer) {
+        out.push(layerTrace(input, layer, state.heads, temperature, visible, n, d));
+        input = out[out.length - 1].output;
+      });
+      return {layers: out, visible: visible, padFrom: state.mask === "padding" ? state.padding : n};
+    }
+
+    function headTitle(j, h) {
+      return h === data.cast.length ? capital(data.cast[j].name)
+        : capital(terms.head) + " " + (j + 1);
+    }
+    function headHue(j, h) {
+      return h === data.cast.length ? data.cast[j].color : null;
+    }
+
+    var context = {
+      data: data, words: words, terms: terms, tokens: tokens, n: n, d: d, dims: dims,
+      headTitle: headTitle, headHue: headHue,
+      layerTitle: function (layer, what) {
+        return fill(words.layer_n, {layer: layer}) + " · " + what;
+      },
+      map: function (spec) {
+        var cols = spec.tokenCols ? tokens : dims.slice(0, spec.width || d);
+        if (spec.groups) {
+          cols = [].concat.apply([], spec.groups.map(function () { return cols; }));
+        }
+        return new Heatmap({
+          rows: tokens, cols: cols,
+          tokenCols: !!spec.tokenCols, kind: spec.kind, caption: spec.caption, hue: spec.hue,
+          groupEvery: spec.groupEvery, groups: spec.groups, size: spec.size,
+          hiddenWord: words.hidden});
+      }
+    };
+
+    trace = compute();
+    var lab = null, forward = null, rowHead = null;
+    function built(view) {
+      if (!rowHead) {
+        rowHead = widestToken(tokens, view.view) + "px";
+        watchScheme(view.view);
+      }
+      view.view.style.setProperty("--cblab-rowhead", rowHead);
+      view.update(trace, state);
+      return view;
+    }
+
+    function onChange() {
+      trace = compute();
+      if (lab) lab.update(trace, state);
+      if (forward) forward.update(trace, state);
+    }
+
+    function nested(values, rows, cols) {
+      var out = [];
+      for (var i = 0; i < rows; i++) {
+        out.push(Array.from(values.subarray(i * cols, (i + 1) * cols)));
+      }
+      return out;
+    }
+
+    window.caseBoardLab = Object.freeze({
+      /** The controls as the page holds them, and the forward pass's stage (0-based). */
+      state: function () {
+        return {heads: state.heads, temperatureIndex: state.temperature,
+                temperature: data.temperatures[state.temperature], mask: state.mask,
+                value: maskValue(), stage: forward ? forward.stage : 0};
+      },
+      /** Both layers' weights (h, n, n) and outputs (n, d_model), as plain arrays. */
+      result: function () {
+        return {layers: trace.layers.map(function (layer) {
+          return {weights: layer.weights.map(function (w) { return nested(w, n, n); }),
+                  output: nested(layer.output, n, d)};
+        })};
+      }
+    });
+
+    return {
+      /** Builds the part in ``box`` (#caseboard-lab or #caseboard-forward), once. */
+      show: function (box) {
+        if (box === labBox && !lab) lab = built(new LabView(labBox, context, state, onChange));
+        if (box === forwardBox && !forward) forward = built(new ForwardView(forwardBox, context));
+      }
+    };
+  }
+
+  // --- Part 2: the lab ------------------------------------------------------------------------
+
+  function LabView(box, context, state, onChange) {
+    var data = context.data, words = context.words, terms = context.terms;
+    var self = this;
+    this.context = context;
+    this.state = state;
+
+    // The controls.
+    var headsName = nextId("heads");
+    this.headInputs = data.heads.map(function (h) {
+      return el("input", {type: "radio", name: headsName, value: String(h), id: nextId("h"),
+                          checked: h === state.heads});
+    });
+    var headsField = el("fieldset", {className: "cblab-field cblab-heads"},
+      [el("legend", {text: capital(terms.number_of_heads)})].concat(
+        this.headInputs.map(function (input) {
+          return el("label", {className: "cblab-choice", "for": input.id}, [input, input.value]);
+        })));
+
+    var tId = nextId("temperature");
+    this.temperature = el("input", {type: "range", id: tId, min: "0",
+      max: String(data.temperatures.length - 1), step: "1", value: String(state.temperature)});
+    var temperatureValue = el("span", {className: "cblab-value"});
+    var scaleValue = el("span", {className: "cblab-scale"});
+    this.temperatureValue = textBox(temperatureValue);
+    this.scaleValue = textBox(scaleValue);
+    var temperatureField = el("div", {className: "cblab-field cblab-temperature"}, [
+      el("label", {"for": tId, text: words.temperature}),
+      el("span", {className: "cblab-range"}, [this.temperature]), temperatureValue, scaleValue]);
+
+    var maskId = nextId("mask");
+    this.mask = el("select", {id: maskId}, Object.keys(data.masks).map(function (kind) {
+      return el("option", {value: kind, text: words["mask_" + kind] || kind,
+                           selected: kind === state.mask});
+    }));
+    var maskField = el("div", {className: "cblab-field"}, [
+      el("label", {"for": maskId, text: capital(terms.mask)}),
+      el("span", {className: "cblab-range"}, [this.mask])]);
+
+    var paramId = nextId("mask-value");
+    this.param = el("input", {type: "range", id: paramId, step: "1"});
+    var paramLabel = el("label", {"for": paramId, className: "cblab-param-label"});
+    this.paramLabel = textBox(paramLabel);
+    var paramValue = el("span", {className: "cblab-value"});
+    this.paramValue = textBox(paramValue);
+    this.paramField = el("div", {className: "cblab-field cblab-param"},
+      [paramLabel, el("span", {className: "cblab-range"}, [this.param]), paramValue]);
+
+    var toolbar = el("div", {className: "cblab-toolbar"},
+      [headsField, temperatureField, maskField, this.paramField]);
+
+    function read(event) {
+      var target = event.target;
+      if (target.name === headsName) {
+        state.heads = Number(target.value);
+      } else if (target === self.temperature) {
+        state.temperature = Number(target.value);
+      } else if (target === self.mask) {
+        state.mask = target.value;
+      } else if (target === self.param) {
+        state[state.mask] = Number(target.value);
+      } else {
+        return;
+      }
+      var key = [state.heads, state.temperature, state.mask, state.window, state.padding].join();
+      if (key === self.key) return;  // `input` and `change` of one move: compute once
+      self.key = key;
+      onChange();
+    }
+    toolbar.addEventListener("input", read);
+    toolbar.addEventListener("change", read);
+    this.key = [state.heads, state.temperature, state.mask, state.window, state.padding].join();
+
+    // Layer 1's weights: one heatmap per head, a set of them for each number of heads (built
+    // when first needed, or in idle time), all but one folded away: a change of heads swaps
+    // them without laying out or retitling a table.
+    this.weightsTitle = el("h3", {className: "cblab-title",
+      text: context.layerTitle(1, words.stages[3])});
+    this.sets = {};
+    this.maps = el("div", {className: "cblab-sets"});
+    this.readout = el("p", {className: "cblab-readout",
+      text: words.cell_hint || CELL_HINT[lang] || CELL_HINT.en});
+    this.outputMap = context.map({kind: "signed", caption: context.layerTitle(1, words.output)});
+    var outputBox = el("div", {className: "cblab-scroll"}, [this.outputMap.table]);
+    this.board = el("div", {className: "cblab-board"}, [this.weightsTitle, this.maps,
+      this.readout, outputBox]);
+    this.view = el("div", {className: "cblab-live"}, [toolbar, this.board]);
+    this.refreshReadout = wireHeatmaps(this.view, this.readout);
+    this.shownHeads = 0;
+    this.pending = false;
+    this.seen = sight(this.board, function () {
+      if (self.pending) self.draw();
+    });
+    box.append(this.view);
+    box.classList.add("caseboard--live");
+  }
+
+  /** The heatmaps of layer 1's weights with ``h`` heads, built (folded away) if need be. */
+  LabView.prototype.set = function (h) {
+    var context = this.context, set = this.sets[h];
+    if (set) return set;
+    var maps = [];
+    for (var j = 0; j < h; j++) {
+      maps.push(context.map({kind: "weight", tokenCols: true, caption: context.headTitle(j, h),
+                             hue: context.headHue(j, h)}));
+    }
+    set = this.sets[h] = {maps: maps, drawn: null, node: el("div", {className: "cblab-maps"},
+      maps.map(function (map) { return map.table; }))};
+    addFolded(this.maps, set.node);
+    return set;
+  };
+
+  /** The controls' texts at once; the heatmaps now if they are near the screen, else later. */
+  LabView.prototype.update = function (trace, state) {
+    var context = this.context, words = context.words, data = context.data;
+    var layer = trace.layers[0];
+    var temperature = "T = " + short(data.temperatures[state.temperature]);
+    setText(this.temperatureValue, temperature);
+    this.temperature.setAttribute("aria-valuetext", temperature);
+    setText(this.scaleValue, fill(words.scale, {value: short(layer.scale)}));
+    var span = data.masks[state.mask];
+    if (this.paramField.hidden !== !span) this.paramField.hidden = !span;  // unchanged: untouched
+    if (span) {
+      setText(this.paramLabel, capital(state.mask === "window" ? words.width : words.length));
+      if (this.param.min !== String(span[0])) this.param.min = String(span[0]);
+      if (this.param.max !== String(span[1])) this.param.max = String(span[1]);
+      var value = String(state[state.mask]);
+      if (this.param.value !== value) this.param.value = value;
+      setText(this.paramValue, value);
+    }
+    this.trace = trace;
+    this.heads = state.heads;
+    this.pending = !this.seen.onScreen;
+    if (!this.pending) this.draw();
+  };
+
+  LabView.prototype.draw = function () {
+    var words = this.context.words, data = this.context.data, self = this;
+    var h = this.heads, trace = this.trace, layer = trace.layers[0];
+    this.pending = false;
+    var set = this.set(h);
+    if (h !== this.shownHeads) {
+      this.shownHeads = h;
+      Object.keys(this.sets).forEach(function (key) {
+        fold(self.sets[key].node, self.sets[key] !== set);
+      });
+      if (!this.prebuilt) {  // the other numbers of heads, one in each idle time
+        this.prebuilt = true;
+        data.heads.forEach(function (heads) { later(function () { self.set(heads); }); });
+      }
+    }
+    set.maps.forEach(function (map, j) {
+      map.markPadding(trace.padFrom, words.padding_token);
+      map.update(layer.weights[j], trace.visible);
+    });
+    this.outputMap.markPadding(trace.padFrom, words.padding_token);
+    this.outputMap.update(layer.output, null);
+    this.refreshReadout();
+  };
+
+  // --- Part 3: the forward pass, live ---------------------------------------------------------
+
+  /** The stages whose heatmaps depend on the number of heads (one view per number). */
+  var PER_HEAD = [1, 2, 3, 4, 7];
+
+  /**
+   * A stage of the forward pass (words.stages[index]) with ``h`` heads: its heatmaps, each with
+   * the function that picks its values from the trace.
+   */
+  function buildStage(context, index, h) {
+    var terms = context.terms, words = context.words, dk = context.d / h;
+    var parts = [];  // {map, values(trace), masked}
+    var node = el("div", {className: "cblab-stage-maps"});
+    function add(parent, map, values, masked) {
+      parts.push({map: map, values: values, masked: !!masked});
+      parent.append(map.table);
+      return map;
+    }
+    function perHead(make) {
+      for (var j = 0; j < h; j++) make(j);
+    }
+    function wide(map, values) {
+      var box = el("div", {className: "cblab-scroll cblab-scroll--wide"});
+      node.append(box);
+      add(box, map, values);
+    }
+    var title = function (j, what) {
+      return context.headTitle(j, h) + (what ? " · " + what : "");
+    };
+    if (index === 0) {
+      wide(context.map({kind: "signed", caption: "X"}), function (t) { return t.layers[0].x; });
+    } else if (index === 1) {
+      // One table per head: its queries, keys and values side by side, (n, 3 d_k).
+      var groups = [["Q", terms.query], ["K", terms.key], ["V", terms.value]].map(function (g) {
+        return {label: g[0], sr: capital(g[1]) + " "};
+      });
+      perHead(function (j) {
+        var box = el("div", {className: "cblab-scroll"});
+        node.append(box);
+        add(box, context.map({kind: "signed", width: dk, groups: groups, groupEvery: dk,
+                              size: "dense", caption: title(j), hue: context.headHue(j, h)}),
+            function (t) {
+              var layer = t.layers[0], n = context.n, out = new Float64Array(n * 3 * dk);
+              [layer.q[j], layer.k[j], layer.v[j]].forEach(function (part, g) {
+                for (var i = 0; i < n; i++) {
+                  for (var c = 0; c < dk; c++) out[i * 3 * dk + g * dk + c] = part[i * dk + c];
+                }
+              });
+              return out;
+            });
+      });
+    } else if (index === 2 || index === 3) {
+      var key = index === 2 ? "scores" : "weights";
+      perHead(function (j) {
+        add(node, context.map({kind: index === 2 ? "signed" : "weight", tokenCols: true,
+                               caption: title(j), hue: context.headHue(j, h)}),
+            function (t) { return t.layers[0][key][j]; }, true);
+      });
+    } else if (index === 4) {
+      perHead(function (j) {
+        add(node, context.map({kind: "signed", width: dk, caption: title(j), size: "narrow",
+                               hue: context.headHue(j, h)}),
+            function (t) { return t.layers[0].heads[j]; });
+      });
+    } else if (index === 5) {  // one view for every h: the lines between heads move
+      wide(context.map({kind: "signed", caption: capital(terms.concatenation)}),
+           function (t) { return t.layers[0].concat; });
+      parts[0].cuts = function (heads) { return heads > 1 ? context.d / heads : 0; };
+    } else if (index === 6) {
+      wide(context.map({kind: "signed", caption: words.output}),
+           function (t) { return t.layers[0].output; });
+    } else {
+      perHead(function (j) {
+        add(node, context.map({kind: "weight", tokenCols: true,
+                               caption: context.layerTitle(2, title(j)),
+                               hue: context.headHue(j, h)}),
+            function (t) { return t.layers[1].weights[j]; }, true);
+      });
+      wide(context.map({kind: "signed", caption: context.layerTitle(2, words.output)}),
+           function (t) { return t.layers[1].output; });
+    }
+    return {node: node, parts: parts, drawn: null, stage: index};
+  }
+
+  function ForwardView(box, context) {
+    var words = context.words, self = this;
+    var count = words.stages.length;
+    this.context = context;
+    this.stage = 0;
+    this.count = count;
+    this.views = {};
+    this.timer = null;
+    this.trace = null;
+    this.reduced = window.matchMedia("(prefers-reduced-motion: reduce)");
+
+    this.previous = el("button", {type: "button", className: "cblab-button",
+                                  text: words.previous});
+    this.play = el("button", {type: "button", className: "cblab-button cblab-play",
+                              text: words.play});
+    this.next = el("button", {type: "button", className: "cblab-button", text: words.next});
+    this.indicator = el("p", {className: "cblab-step", "aria-live": "polite"});
+    this.stageButtons = words.stages.map(function (name, index) {
+      return el("button", {type: "button", className: "cblab-stage-button"}, [
+        el("span", {className: "cblab-stage-number", "aria-hidden": "true",
+                    text: String(index + 1)}),
+        " " + name]);
+    });
+    var list = el("ol", {className: "cblab-stages"}, this.stageButtons.map(function (button) {
+      return el("li", null, [button]);
+    }));
+    this.stepper = el("div", {className: "cblab-stepper"}, [
+      el("div", {className: "cblab-stepper-bar"},
+        [this.previous, this.play, this.next, this.indicator]), list]);
+    this.summary = el("a", {className: "cblab-summary cblab-text", href: "#lab"});
+    this.title = el("h3", {className: "cblab-title"});
+    this.note = el("p", {className: "cblab-note cblab-text"});
+    this.holder = el("div", {className: "cblab-stage"});
+    this.readout = el("p", {className: "cblab-readout",
+      text: words.cell_hint || CELL_HINT[lang] || CELL_HINT.en});
+    this.view = el("div", {className: "cblab-live cblab-forward"}, [this.stepper, this.summary,
+      this.title, this.note, this.holder, this.readout]);
+    this.refreshReadout = wireHeatmaps(this.holder, this.readout);
+
+    this.previous.addEventListener("click", function () { self.stop(); self.go(self.stage - 1); });
+    this.next.addEventListener("click", function () { self.stop(); self.go(self.stage + 1); });
+    this.play.addEventListener("click", function () {
+      if (self.timer !== null) self.stop();
+      else self.start();
+    });
+    this.stageButtons.forEach(function (button, index) {
+      button.addEventListener("click", function () { self.stop(); self.go(index); });
+    });
+    this.stepper.addEventListener("keydown", function (event) {
+      var step = event.key === "ArrowLeft" ? -1 : event.key === "ArrowRight" ? 1 : 0;
+      if (!step) return;
+      event.preventDefault();
+      self.stop();
+      var inList = self.stageButtons.indexOf(event.target) >= 0;
+      self.go(self.stage + step);
+      if (inList) self.stageButtons[self.stage].focus();
+    });
+    box.append(this.view);
+    box.classList.add("caseboard--live");
+
+    // Off screen, a lab change waits until the forward pass comes near.
+    this.pending = false;
+    this.seen = sight(this.view, function () {
+      if (self.pending) {
+        self.pending = false;
+        self.render();
+      }
+    });
+  }
+
+  ForwardView.prototype.start = function () {
+    var self = this;
+    if (this.stage === this.count - 1) this.go(0);
+    this.play.textContent = this.context.words.pause;
+    this.timer = window.setInterval(function () {
+      self.go(self.stage + 1);
+      if (self.stage === self.count - 1) self.stop();
+    }, PLAY_EVERY_MS);
+  };
+
+  ForwardView.prototype.stop = function () {
+    if (this.timer === null) return;
+    window.clearInterval(this.timer);
+    this.timer = null;
+    this.play.textContent = this.context.words.play;
+  };
+
+  ForwardView.prototype.go = function (index) {
+    index = Math.max(0, Math.min(this.count - 1, index));
+    if (index === this.stage && this.shownStage === index) return;
+    var changed = index !== this.stage;
+    this.stage = index;
+    this.show();
+    if (changed && !this.reduced.matches && this.holder.animate) {
+      this.holder.animate([{opacity: 0.25}, {opacity: 1}], {duration: 200, easing: "ease-out"});
+    }
+  };
+
+  /**
+   * Puts the current stage's view, for the current number of heads, on the page, drawn. The
+   * current stage keeps a view for each number of heads in the page (built when the stage is
+   * first shown with it, or in idle time after the stage is shown), all but one folded away
+   * (`fold`): a change of heads swaps them without laying out a table.
+   */
+  ForwardView.prototype.show = function () {
+    var context = this.context, words = context.words, trace = this.trace;
+    var heads = this.state.heads, stage = this.stage;
+    var view = this.view_(stage, heads);
+    var holder = this.holder;
+    if (this.shownStage !== stage) {  // another stage: its views replace the last one's
+      this.shownStage = stage;
+      holder.replaceChildren();
+      this.prebuild();
+    }
+    if (view.node.parentNode !== holder) holder.append(view.node);
+    for (var child = holder.firstElementChild; child; child = child.nextElementSibling) {
+      fold(child, child !== view.node);
+    }
+    if (view.drawn !== trace || view.heads !== heads) {
+      view.parts.forEach(function (part) {
+        if (part.cuts) part.map.groupEvery = part.cuts(heads);
+        part.map.markPadding(trace.padFrom, words.padding_token);
+        part.map.update(part.values(trace), part.masked ? trace.visible : null);
+      });
+      view.drawn = trace;
+      view.heads = heads;
+    }
+    if (this.labelled !== stage) {
+      this.labelled = stage;
+      setText(this.title, words.stages[stage]);
+      setText(this.indicator, fill(words.stage, {index: stage + 1, count: this.count}));
+      // aria-disabled, not disabled: a disabled button would drop the keyboard's focus.
+      this.previous.setAttribute("aria-disabled", String(stage === 0));
+      this.next.setAttribute("aria-disabled", String(stage === this.count - 1));
+      this.stageButtons.forEach(function (button, index) {
+        if (index === stage) button.setAttribute("aria-current", "step");
+        else button.removeAttribute("aria-current");
+      });
+    }
+    setText(this.note, stage === 2 || stage === 3
+      ? fill(words.scale, {value: short(trace.layers[0].scale)}) : "");
+    if (this.note.hidden !== !this.note.textContent) this.note.hidden = !this.note.textContent;
+    this.refreshReadout();
+  };
+
+  /** The view of ``stage`` with ``heads`` heads, built if need be (not yet on the page). */
+  ForwardView.prototype.view_ = function (stage, heads) {
+    var key = stage + ":" + (PER_HEAD.indexOf(stage) >= 0 ? heads : "");
+    return this.views[key] || (this.views[key] = buildStage(this.context, stage, heads));
+  };
+
+  /** In idle time, the current stage's views for the other numbers of heads, folded away. */
+  ForwardView.prototype.prebuild = function () {
+    var self = this, stage = this.stage;
+    if (PER_HEAD.indexOf(stage) < 0) return;
+    this.context.data.heads.forEach(function (heads) {
+      later(function () {
+        if (self.shownStage !== stage) return;
+        var view = self.view_(stage, heads);
+        if (view.node.parentNode !== self.holder) addFolded(self.holder, view.node);
+      });
+    });
+  };
+
+  /** Takes the lab's new state; draws it now if the forward pass is near the screen. */
+  ForwardView.prototype.update = function (trace, state) {
+    this.trace = trace;
+    this.state = {heads: state.heads, temperature: state.temperature, mask: state.mask,
+                  window: state.window, padding: state.padding};
+    this.pending = !this.seen.onScreen;
+    if (!this.pending) this.render();
+  };
+
+  ForwardView.prototype.render = function () {
+    var context = this.context, words = context.words, terms = context.terms;
+    var state = this.state;
+    var parts = [capital(terms.number_of_heads) + " = " + state.heads,
+                 "T = " + short(context.data.temperatures[state.temperature]),
+                 capital(terms.mask) + " = " + (words["mask_" + state.mask] || state.mask)];
+    if (state.mask === "window") parts.push(words.width + " = " + state.window);
+    if (state.mask === "padding") parts.push(words.length + " = " + state.padding);
+    setText(this.summary, "↑ " + parts.join(" · "));
+    this.show();
+  };
+})();

@@ -1,0 +1,477 @@
+"""The case board's lab and forward pass (docs/assets/javascripts/caseboard-lab.js) in Chromium,
+in both languages: the page recomputes both layers as `mha` does.
+
+Each language's board is opened once on a desktop and shared by the tests, which set the lab's
+controls only through the page (radio buttons, the mask's select, the sliders, the keyboard, a
+finger) and read `window.caseBoardLab` (the controls' state and both layers' weights and
+outputs), comparing them with `mha.site.caseboard.lab_trace`. The phone, the dark palette, a
+browser without JavaScript and data that do not arrive each get a page of their own.
+
+A heatmap is a table of transparent cells over a canvas the script paints: what a cell shows is
+read from the pixels (an element screenshot), what it says from its aria-label.
+
+Reuses the session's one build (served gzipped under a subpath) and tests/test_browser.py's
+browser and fixtures.
+"""
+
+from __future__ import annotations
+
+import io
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+from PIL import Image
+from test_browser import (  # noqa: F401  (fixtures, used by name)
+    PHONE,
+    REQUESTS,
+    Visit,
+    base_url,
+    browser,
+    open_context,
+    site,
+)
+
+from mha.site.caseboard import MASKS, TEMPERATURES, WORDS, lab_data, lab_trace
+
+pytestmark = pytest.mark.browser  # Chromium on the built site (tests/ is otherwise the core)
+
+PAGES = {"zh": "caseboard/", "en": "en/caseboard/"}
+LAB = "#caseboard-lab"
+FORWARD = "#caseboard-forward"
+STATE = "() => window.caseBoardLab.state()"
+RESULT = "() => window.caseBoardLab.result()"
+#: The heatmaps the lab shows now (one set per number of heads; the others are folded away).
+LAB_MAPS = f"{LAB} .cblab-maps:not([data-cblab-away]) table"
+#: The heatmaps of the forward pass's stage shown now.
+STAGE_MAPS = f"{FORWARD} .cblab-stage > :not([data-cblab-away]) table"
+#: The grid of the issue: every mask kind (the window and the padding with two values each),
+#: 1, 2 and 4 heads, three temperatures (the sharpest, T = 1, the flattest).
+GRID_MASKS = [("none", None), ("causal", None), ("window", 1), ("window", 4), ("padding", 3),
+              ("padding", 6)]
+GRID_HEADS = [1, 2, 4]
+GRID_TEMPERATURES = [0, 6, 12]
+TOLERANCE = 1e-6
+
+
+# --- Fixtures and helpers ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def boards(browser, base_url):
+    """Each language's board, opened once on a desktop: (Visit, its state and result on load)."""
+    context = open_context(browser, viewport={"width": 1280, "height": 900})
+    opened = {}
+
+    def board(lang: str):
+        if lang not in opened:
+            visit = Visit(context, base_url + PAGES[lang])
+            live(visit.page)
+            opened[lang] = (visit, visit.page.evaluate(STATE), visit.page.evaluate(RESULT))
+        # The page in front: a page behind another gets no frames, so no observer reports
+        # what is on its screen and the board waits to draw it.
+        opened[lang][0].page.bring_to_front()
+        return opened[lang]
+
+    yield board
+    context.close()
+
+
+#: Runs in the page: for each setting [heads, mask, value, temperature index], sets the lab's
+#: controls as the browser does when a reader moves them (the radio button checked, the select's
+#: and the sliders' values, each with its input and change events), then reads the board.
+SWEEP = """settings => {
+    const lab = document.getElementById('caseboard-lab');
+    const [temperature, parameter] = lab.querySelectorAll('input[type=range]');
+    const mask = lab.querySelector('select');
+    const fire = control => ['input', 'change'].forEach(type =>
+        control.dispatchEvent(new Event(type, {bubbles: true})));
+    return settings.map(([heads, kind, value, index]) => {
+        const radio = lab.querySelector(`input[type=radio][value="${heads}"]`);
+        if (!radio.checked) { radio.checked = true; fire(radio); }
+        if (mask.value !== kind) { mask.value = kind; fire(mask); }
+        if (value !== null) { parameter.value = String(value); fire(parameter); }
+        temperature.value = String(index);
+        fire(temperature);
+        return [window.caseBoardLab.state(), window.caseBoardLab.result()];
+    });
+}"""
+
+
+def live(page) -> None:
+    """Brings the lab and the forward pass near the screen: each is built then."""
+    for part in (FORWARD, LAB):
+        page.locator(part).scroll_into_view_if_needed()
+        page.wait_for_selector(f"{part}.caseboard--live")
+
+
+def set_controls(page, heads=None, mask=None, value=None, temperature=None) -> None:
+    """Sets the lab's controls as a reader does: a radio button, the select, the sliders."""
+    lab = page.locator(LAB)
+    if heads is not None:
+        lab.locator(f"input[type=radio][value='{heads}']").check()
+    if mask is not None:
+        lab.locator("select").select_option(mask)
+    if value is not None:
+        lab.locator("input[type=range]").nth(1).fill(str(value))
+    if temperature is not None:
+        lab.locator("input[type=range]").first.fill(str(temperature))
+
+
+def assert_equals_mha(result: dict, lang: str, h: int, mask: str, value, temperature: float):
+    expected = lab_trace(lang, h, mask, value, temperature)
+    for layer, (got, want) in enumerate(zip(result["layers"], expected, strict=True), start=1):
+        for name in ("weights", "output"):
+            error = np.abs(np.array(got[name]) - want[name]).max()
+            assert error <= TOLERANCE, (f"layer {layer} {name} differs from mha by {error} (h={h}, "
+                                        f"mask={mask} {value}, T={temperature})")
+
+
+def labels(page, selector: str) -> list[list[str]]:
+    """Every cell's aria-label of each table matched, once the labels are written: the board
+    writes them in idle time, so after the next idle callback."""
+    page.evaluate("() => new Promise(done => requestIdleCallback(done, {timeout: 3000}))")
+    return page.eval_on_selector_all(selector, """tables => tables.map(t =>
+        [...t.querySelectorAll('td.cblab-cell')].map(c => c.getAttribute('aria-label')))""")
+
+
+def pixel(cell) -> tuple[int, int, int]:
+    """The colour at the middle of a cell, as the screen shows it."""
+    image = Image.open(io.BytesIO(cell.screenshot())).convert("RGB")
+    return image.getpixel((image.width // 2, image.height // 2))
+
+
+def background(page) -> tuple[int, int, int]:
+    return tuple(page.evaluate("""() => getComputedStyle(document.body).backgroundColor
+        .match(/[\\d.]+/g).slice(0, 3).map(Number)"""))
+
+
+def luminance(rgb) -> float:
+    def linear(c):
+        c = c / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (linear(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a, b) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def visible_stage_maps(page) -> int:
+    page.locator(FORWARD).scroll_into_view_if_needed()
+    return page.locator(STAGE_MAPS).count()
+
+
+# --- The lab -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_board_opens_on_the_walkthrough_without_errors(boards, lang):
+    visit, state, result = boards(lang)
+    assert state == {"heads": 4, "temperatureIndex": 6, "temperature": 1.0, "mask": "none",
+                     "value": None, "stage": 0}
+    assert_equals_mha(result, lang, 4, "none", None, 1.0)
+    page = visit.page
+    assert page.locator(f"{LAB} .caseboard__fallback").is_hidden()
+    # Four heatmaps, titled by the detectives, with the tokens as row and column headers.
+    data = lab_data(lang)
+    captions = page.locator(f"{LAB_MAPS} caption").all_inner_texts()
+    assert [c.strip() for c in captions] == [d["name"][0].upper() + d["name"][1:]
+                                            for d in data["cast"]]
+    first = page.locator(LAB_MAPS).first
+    assert first.locator("th[scope=row]").all_inner_texts() == data["tokens"]
+    assert first.locator("th[scope=col]").all_inner_texts() == data["tokens"]
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_every_setting_of_the_grid_computes_what_mha_computes(boards, lang):
+    visit = boards(lang)[0]
+    page = visit.page
+    grid = [[h, mask, value, index] for h in GRID_HEADS for mask, value in GRID_MASKS
+            for index in GRID_TEMPERATURES]
+    assert len(grid) == 54
+    for (h, mask, value, index), (state, result) in zip(grid, page.evaluate(SWEEP, grid),
+                                                         strict=True):
+        assert (state["heads"], state["mask"], state["value"], state["temperatureIndex"],
+                state["temperature"]) == (h, mask, value, index, TEMPERATURES[index])
+        assert_equals_mha(result, lang, h, mask, value, TEMPERATURES[index])
+    # The lab draws as many heatmaps as there are heads, and the parameter's slider only for
+    # the masks that have one, with their range.
+    assert page.locator(LAB_MAPS).count() == 4
+    parameter = page.locator(f"{LAB} input[type=range]").nth(1)
+    assert (parameter.get_attribute("min"), parameter.get_attribute("max")) == tuple(
+        str(v) for v in MASKS["padding"])
+    set_controls(page, mask="causal")
+    assert parameter.is_hidden()
+    set_controls(page, heads=2)
+    assert page.locator(LAB_MAPS).count() == 2
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_a_hidden_cell_is_drawn_and_read_as_hidden(boards, lang):
+    page = boards(lang)[0].page
+    page.locator(LAB).scroll_into_view_if_needed()  # drawn at once when on the screen
+    set_controls(page, heads=4, mask="causal", temperature=6)
+    table = page.locator(LAB_MAPS).first
+    cells = labels(page, LAB_MAPS)[0]  # row-major, 8 x 8
+    hidden = WORDS[lang]["hidden"]
+    weights = np.array(page.evaluate(RESULT)["layers"][0]["weights"][0])
+    for q in range(8):
+        for k in range(8):
+            if k > q:
+                assert cells[q * 8 + k] == hidden
+            else:
+                assert cells[q * 8 + k] == f"{weights[q, k]:.2f}"
+    # Drawn: the first query sees only itself (weight 1: the hue at full strength); the cell
+    # after it is hatched with a dash, neither the page nor the hue.
+    td = table.locator("td.cblab-cell")
+    full, blank = pixel(td.nth(0)), pixel(td.nth(1))
+    page_colour = background(page)
+    hatch = Image.open(io.BytesIO(td.nth(1).screenshot())).convert("RGB")
+    assert len(hatch.getcolors(maxcolors=4096)) > 2  # lines, a dash and the page between
+    assert blank != full
+    assert max(abs(a - b) for a, b in zip(full, page_colour)) > 60
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_keyboard_reaches_the_controls_and_moves_the_temperature(boards, lang):
+    page = boards(lang)[0].page
+    set_controls(page, heads=4, mask="none", temperature=6)
+    # From the lab's heading (a click on it starts the keyboard there), Tab reaches the first
+    # control: the heads' radio buttons.
+    page.locator("h2#lab").click(position={"x": 5, "y": 5})
+    for _ in range(6):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.type === 'radio'"):
+            break
+    assert page.evaluate("() => document.activeElement.closest('#caseboard-lab') !== null")
+    assert page.evaluate("() => document.activeElement.type") == "radio"
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.type") == "range"
+    # The focus shows: an outline that is drawn.
+    outline = page.evaluate("""() => { const s = getComputedStyle(document.activeElement);
+        return [document.activeElement.matches(':focus-visible'), s.outlineStyle,
+                parseFloat(s.outlineWidth)]; }""")
+    assert outline[0] and outline[1] != "none" and outline[2] > 0
+    before = page.evaluate(RESULT)["layers"][0]["weights"]
+    page.keyboard.press("ArrowRight")
+    state = page.evaluate(STATE)
+    assert state["temperatureIndex"] == 7
+    after = page.evaluate(RESULT)
+    assert np.abs(np.array(after["layers"][0]["weights"]) - np.array(before)).max() > 1e-3
+    assert_equals_mha(after, lang, 4, "none", None, TEMPERATURES[7])
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate(STATE)["temperatureIndex"] == 5
+    # A heatmap's cells are reached with Tab, then the arrow keys; the value is read out.
+    cell = page.locator(LAB_MAPS).first.locator("td[tabindex='0']")
+    cell.focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowDown")
+    focused = page.evaluate("""() => { const c = document.activeElement;
+        return [c.parentElement.rowIndex, c.cellIndex, getComputedStyle(c).outlineStyle]; }""")
+    header_rows = page.locator(LAB_MAPS).first.locator("thead tr").count()
+    assert focused[:2] == [header_rows + 1, 2] and focused[2] != "none"
+    weight = page.evaluate(RESULT)["layers"][0]["weights"][0][1][1]
+    assert f"= {weight:.3f}" in page.locator(f"{LAB} .cblab-readout").inner_text()
+
+
+# --- The forward pass --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_forward_pass_steps_jumps_plays_and_follows_the_lab(boards, lang):
+    page = boards(lang)[0].page
+    words = WORDS[lang]
+    count = len(words["stages"])
+    set_controls(page, heads=4, mask="none", temperature=6)
+    forward = page.locator(FORWARD)
+    forward.scroll_into_view_if_needed()
+    indicator = forward.locator(".cblab-step")
+    assert indicator.get_attribute("aria-live") == "polite"
+    assert page.locator("[aria-live]").evaluate_all(
+        "nodes => nodes.filter(n => n.closest('#caseboard-lab, #caseboard-forward')).length") == 1
+    stage_buttons = forward.locator(".cblab-stage-button")
+    assert [b.strip() for b in stage_buttons.all_inner_texts()] == [
+        f"{i + 1} {name}" for i, name in enumerate(words["stages"])]
+
+    def stage():
+        return page.evaluate(STATE)["stage"]
+
+    def expect(index):
+        assert stage() == index
+        assert indicator.inner_text() == words["stage"].format(index=index + 1, count=count)
+        assert forward.locator("h3").inner_text() == words["stages"][index]
+        assert stage_buttons.nth(index).get_attribute("aria-current") == "step"
+        assert forward.locator("[aria-current]").count() == 1
+
+    page.evaluate("() => document.querySelectorAll('#caseboard-forward .cblab-stage-button')[0]"
+                  ".click()")
+    expect(0)
+    forward.get_by_role("button", name=words["next"], exact=True).click()
+    expect(1)
+    # Queries, keys and values: one table per head, its Q, K and V side by side.
+    assert page.locator(STAGE_MAPS).count() == 4
+    assert page.locator(STAGE_MAPS).first.locator("th[scope=colgroup]").count() == 3
+    forward.get_by_role("button", name=words["previous"], exact=True).click()
+    expect(0)
+    stage_buttons.nth(3).click()
+    expect(3)
+    # The arrow keys step while the focus is in the stepper, and the focus follows.
+    page.keyboard.press("ArrowRight")
+    expect(4)
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-current')") == "step"
+    page.keyboard.press("ArrowLeft")
+    expect(3)
+    # A lab control changes the forward pass: as many weight heatmaps as heads.
+    assert visible_stage_maps(page) == 4
+    set_controls(page, heads=2)
+    page.wait_for_function(f"() => document.querySelectorAll({STAGE_MAPS!r}).length === 2")
+    weights = page.evaluate(RESULT)["layers"][0]["weights"]
+    assert labels(page, STAGE_MAPS)[1][:8] == [f"{w:.2f}" for w in weights[1][0]]
+    set_controls(page, heads=4)
+    # Play advances on its own, says Pause while it plays, and stops at the last stage.
+    stage_buttons.nth(count - 2).click()
+    play = forward.locator(".cblab-play")
+    play.click()
+    assert play.inner_text() == words["pause"]
+    page.wait_for_function(f"() => window.caseBoardLab.state().stage === {count - 1}",
+                           timeout=5000)
+    page.wait_for_function(
+        f"() => document.querySelector('{FORWARD} .cblab-play').textContent === "
+        f"{words['play']!r}", timeout=5000)
+    expect(count - 1)
+    # Pressing play at the end starts again from the first stage.
+    play.click()
+    expect(0)
+    play.click()
+    assert play.inner_text() == words["play"]
+
+
+# --- Phone, dark palette, no JavaScript, no data -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def phones(browser, base_url):
+    """Each language's board on a 390 px phone, in the dark palette (the system's), with
+    reduced motion."""
+    context = open_context(browser, color_scheme="dark", reduced_motion="reduce", **PHONE)
+    opened = {}
+
+    def phone(lang: str):
+        if lang not in opened:
+            opened[lang] = Visit(context, base_url + PAGES[lang])
+            live(opened[lang].page)
+        opened[lang].page.bring_to_front()
+        return opened[lang]
+
+    yield phone
+    context.close()
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_on_a_phone_nothing_scrolls_sideways_and_a_finger_works_it(phones, lang):
+    visit = phones(lang)
+    page = visit.page
+    page.locator(f"{LAB} label", has_text="1").tap()
+    assert page.evaluate(STATE)["heads"] == 1
+    page.locator(f"{LAB} select").select_option("window")
+    assert page.evaluate(STATE)["mask"] == "window"
+    # The widest stage: one head's Q, K and V side by side (48 columns), in a box of its own.
+    forward = page.locator(FORWARD)
+    forward.scroll_into_view_if_needed()
+    forward.locator(".cblab-stage-button").nth(1).tap()
+    page.wait_for_function(f"() => document.querySelectorAll({STAGE_MAPS!r}).length === 1")
+    # Reduced motion: the stage changed without a fade, and nothing has a transition.
+    assert page.evaluate("() => document.getAnimations().length") == 0
+    assert forward.locator(".cblab-button").first.evaluate(
+        "b => getComputedStyle(b).transitionDuration") == "0s"
+    widths = page.evaluate("""() => [document.documentElement.scrollWidth,
+                                      document.documentElement.clientWidth]""")
+    assert widths[0] <= widths[1], widths
+    # Two heatmaps of the lab side by side; a tap on a cell reads its value out.
+    page.locator(f"{LAB} label", has_text="2").tap()
+    maps = page.locator(LAB_MAPS)
+    maps.first.scroll_into_view_if_needed()
+    boxes = [maps.nth(j).bounding_box() for j in range(2)]
+    assert abs(boxes[0]["y"] - boxes[1]["y"]) < 1 and boxes[1]["x"] > boxes[0]["x"]
+    assert boxes[1]["x"] + boxes[1]["width"] <= widths[1]
+    maps.first.locator("td.cblab-cell").nth(9).tap()  # query 2, key 2
+    weight = page.evaluate(RESULT)["layers"][0]["weights"][0][1][1]
+    assert f"= {weight:.3f}" in page.locator(f"{LAB} .cblab-readout").inner_text()
+    assert page.evaluate("""() => document.documentElement.scrollWidth
+                            <= document.documentElement.clientWidth""")
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_dark_palette_draws_empty_cells_dark_and_text_readable(phones, lang):
+    page = phones(lang).page
+    page.locator(LAB).scroll_into_view_if_needed()
+    set_controls(page, heads=4, mask="none", temperature=0)  # the sharpest: weights all but 0
+    page_colour = background(page)
+    assert luminance(page_colour) < 0.05  # the dark palette is on
+    weights = np.array(page.evaluate(RESULT)["layers"][0]["weights"][0])
+    empty, strong = int(np.argmin(weights)), int(np.argmax(weights))
+    assert weights.flat[empty] < 1e-3 and weights.flat[strong] > 0.5
+    cells = page.locator(LAB_MAPS).first.locator("td.cblab-cell")
+    empty_colour, strong_colour = pixel(cells.nth(empty)), pixel(cells.nth(strong))
+    assert max(abs(a - b) for a, b in zip(empty_colour, page_colour)) <= 12, empty_colour
+    assert luminance(empty_colour) < 0.05  # not white: the page's own dark
+    assert contrast(strong_colour, page_colour) > 2
+    # The tokens and the controls' words read at 4.5:1 at least.
+    for selector in (f"{LAB_MAPS} th[scope=row]", f"{LAB} label", f"{LAB} .cblab-readout",
+                     f"{FORWARD} .cblab-step"):
+        colour = page.locator(selector).first.evaluate(
+            "e => getComputedStyle(e).color.match(/[\\d.]+/g).map(Number)")
+        rgb, alpha = colour[:3], (colour[3] if len(colour) > 3 else 1)
+        shown = [alpha * c + (1 - alpha) * b for c, b in zip(rgb, page_colour)]
+        assert contrast(shown, page_colour) >= 4.5, selector
+
+
+def test_without_javascript_the_static_figures_show(browser, base_url):
+    context = open_context(browser, java_script_enabled=False)
+    try:
+        for lang in PAGES:
+            page = context.new_page()
+            page.goto(base_url + PAGES[lang], wait_until="load")
+            for part in (LAB, FORWARD):
+                figure = page.locator(f"{part} .caseboard__fallback img")
+                figure.scroll_into_view_if_needed()  # loading=lazy
+                assert figure.is_visible()
+                page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                                       arg=figure.element_handle())
+                assert page.locator(f"{part} .cblab-live").count() == 0
+            assert page.locator("input[type=range], .cblab-stage-button").count() == 0
+    finally:
+        context.close()
+
+
+def test_without_its_data_the_board_keeps_its_figures_and_says_so(browser, base_url):
+    context = open_context(browser)
+    try:
+        context.route("**/assets/caseboard/lab-*.json", lambda route: route.fulfill(status=404))
+        page = context.new_page()
+        page.goto(base_url + PAGES["en"], wait_until="load")
+        page.locator(LAB).scroll_into_view_if_needed()  # the data is asked for then
+        for part in (LAB, FORWARD):
+            status = page.locator(f"{part} .caseboard__status")
+            status.wait_for()
+            assert status.inner_text() == WORDS["en"]["load_failed"]
+            assert page.locator(f"{part} .caseboard__fallback img").is_visible()
+            assert "caseboard--live" not in page.locator(part).get_attribute("class")
+        assert page.evaluate("() => window.caseBoardLab") is None
+    finally:
+        context.close()
+
+
+def test_the_board_asked_nothing_of_another_host(boards, base_url):
+    """Runs after the tests above: every request of their pages went to the local server."""
+    boards("zh"), boards("en")
+    host = urlsplit(base_url).hostname
+    data = [url for url in REQUESTS if "/assets/caseboard/lab-" in url]
+    assert any(url.endswith("lab-zh.json") for url in data)
+    assert any(url.endswith("lab-en.json") for url in data)
+    foreign = sorted({url for url in REQUESTS if not url.startswith("data:")
+                      and urlsplit(url.removeprefix("blob:")).hostname != host})
+    assert foreign == []

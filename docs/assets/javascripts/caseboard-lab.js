@@ -184,7 +184,12 @@
 
   /** Writes ``text`` into ``node`` only if it differs: an unchanged text costs no layout. */
   function setText(node, text) {
-    if (node.textContent !== text) node.textContent = text;
+    var child = node.firstChild;
+    if (child && child === node.lastChild && child.nodeType === 3) {
+      if (child.nodeValue !== text) child.nodeValue = text;  // the same text node, changed
+    } else if (node.textContent !== text) {
+      node.textContent = text;
+    }
   }
 
   function fill(template, values) {
@@ -319,6 +324,19 @@
     palette = {weight: read("--cblab-weight"), pos: read("--cblab-pos"), neg: read("--cblab-neg"),
                line: read("--cblab-line"), hatch: read("--cblab-hatch"), dash: read("--cblab-dash"),
                cut: read("--cblab-cut")};
+  }
+
+  var rgbCache = {}, probe = null;
+  /** A CSS colour as [r, g, b] (0..255), as a canvas paints it. */
+  function rgb(colour) {
+    if (rgbCache[colour]) return rgbCache[colour];
+    if (!probe) probe = document.createElement("canvas").getContext("2d", {willReadFrequently: true});
+    probe.clearRect(0, 0, 1, 1);
+    probe.fillStyle = "#000";
+    probe.fillStyle = colour;
+    probe.fillRect(0, 0, 1, 1);
+    var pixel = probe.getImageData(0, 0, 1, 1).data;
+    return (rgbCache[colour] = [pixel[0], pixel[1], pixel[2]]);
   }
 
   /** Repaints every heatmap in the colours of the scheme the reader (or the system) chose. */
@@ -517,26 +535,32 @@
       }
       scale = max > 0 ? 1 / max : 0;
     }
-    var hue = this.hue || palette.weight, hidden = [];
-    for (r = 0; r < n; r++) {
-      for (c = 0; c < m; c++) {
-        i = r * m + c;
-        if (visible && !visible[i]) {
-          hidden.push(i);
-          continue;
-        }
-        var value = values[i];
-        if (this.kind === "weight") {
-          ctx.fillStyle = hue;
-          ctx.globalAlpha = Math.sqrt(Math.max(0, Math.min(1, value)));
-        } else {
-          ctx.fillStyle = value < 0 ? palette.neg : palette.pos;
-          ctx.globalAlpha = Math.abs(value) * scale;
-        }
-        ctx.fillRect(xs[c], ys[r], xs[c + 1] - xs[c], ys[r + 1] - ys[r]);
+    // The cells: one pixel each on a small canvas (the hue, its opacity the value), drawn
+    // stretched over the cells without smoothing.
+    var hue = rgb(this.hue || palette.weight), pos = rgb(palette.pos), neg = rgb(palette.neg);
+    var small = this.small || (this.small = el("canvas", {width: String(m), height: String(n)}));
+    var smallCtx = this.smallCtx || (this.smallCtx = small.getContext("2d"));
+    var image = this.image || (this.image = smallCtx.createImageData(m, n));
+    var pixels = image.data, hidden = [];
+    for (i = 0; i < n * m; i++) {
+      var value = values[i], colour = hue, alpha;
+      if (visible && !visible[i]) {
+        hidden.push(i);
+        alpha = 0;
+      } else if (this.kind === "weight") {
+        alpha = Math.sqrt(Math.max(0, Math.min(1, value)));
+      } else {
+        colour = value < 0 ? neg : pos;
+        alpha = Math.abs(value) * scale;
       }
+      pixels[4 * i] = colour[0];
+      pixels[4 * i + 1] = colour[1];
+      pixels[4 * i + 2] = colour[2];
+      pixels[4 * i + 3] = Math.round(255 * alpha);
     }
-    ctx.globalAlpha = 1;
+    smallCtx.putImageData(image, 0, 0);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(small, 0, 0, m, n, 0, 0, xs[m], ys[n]);
     if (hidden.length) {  // hatched, with a dash
       ctx.save();
       ctx.beginPath();

@@ -452,26 +452,26 @@ def test_motion_is_on_where_the_reader_has_not_asked_for_less(phone, lang):
 
 
 def test_without_its_data_the_board_keeps_the_figure_and_says_so(browser, base_url, site):
-    """The index does not load: the static figure stays, with the words of load_failed. A
-    sentence's file does not load: the board keeps the sentence it shows and says so."""
+    """The index does not load: the static figure stays, with the page's words for that (its
+    data-load-failed). A sentence's file does not load: the board keeps the sentence it shows
+    and says so."""
     context = open_context(browser)
     try:
         context.route("**/assets/caseboard/real-zh.json", lambda route: route.abort())
         page = context.new_page()
         page.goto(base_url + PAGES["zh"])
         status = page.locator(f"{BOARD} .caseboard__status")
-        status.filter(has_text=index(site[1], "zh")["words"]["load_failed"]).wait_for()
+        status.filter(has_text="数据没有加载成功。").wait_for()
         assert page.locator(f"{BOARD} .caseboard__fallback").is_visible()
         assert page.locator(LIVE).count() == 0
         page.close()
-        words = index(site[1], "en")["words"]
         context.route("**/assets/caseboard/real/e5-en-safe.json", lambda route: route.abort())
         page = context.new_page()
         page.goto(base_url + PAGES["en"])
         page.wait_for_selector(LIVE)
         page.select_option(f"{BOARD}-sentence", value="en-safe")
         page.locator(f"{BOARD} .caseboard__status").filter(
-            has_text=words["load_failed"]).wait_for()
+            has_text="The data did not load.").wait_for()
         assert page.evaluate(STATE)["sentence"] == "en-case"
         assert page.locator(f"{BOARD}-sentence").input_value() == "en-case"
     finally:

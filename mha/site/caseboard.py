@@ -92,13 +92,16 @@ TEMPERATURES = tuple(2.0 ** (k / 2) for k in range(-6, 7))
 #: The masks the lab offers, with the range of their parameter (None: no parameter).
 MASKS = {"none": None, "causal": None, "window": (0, 7), "padding": (1, 8)}
 
-#: Reader-facing words of the board's scripts, besides the terms of `mha.site.terms`.
+#: Reader-facing words of the board's scripts, besides the terms of `mha.site.terms`. (What a
+#: board says when its data does not arrive cannot come with the data: each page's board holds
+#: it, in its ``data-load-failed`` attribute.)
 WORDS = {
     "zh": {
         "sentence": "句子", "sentences_zh": "中文句子", "sentences_en": "英文句子", "model": "模型", "layer": "层", "all_heads": "这一层的全部注意力头",
         "one_head": "单个注意力头", "view": "视图",
         "token_hint": "把指针移到词元上、轻点或用 Tab 键选中它，看它在看谁。",
-        "looks_at": "{token} 在看：", "loading": "正在加载……", "load_failed": "数据没有加载成功。",
+        "looks_at": "{token} 在看：", "loading": "正在加载……",
+        "cell_hint": "把指针移到格子上、轻点它，或用 Tab 和方向键选中它，就能读出它的数值。",
         "thumbnail": "第 {layer} 层 · 注意力头 {head}",
         "temperature": "温度 T", "scale": "缩放 = 1 / (T·√d_k) = {value}",
         "mask_none": "不加", "mask_causal": "因果", "mask_window": "滑动窗口",
@@ -117,7 +120,8 @@ WORDS = {
         "All heads of this layer", "one_head": "One head", "view": "View",
         "token_hint": "Point at a token, tap it or reach it with Tab to see where it looks.",
         "looks_at": "{token} looks at:", "loading": "Loading…",
-        "load_failed": "The data did not load.",
+        "cell_hint": "Point at a cell, tap it, or reach it with Tab and the arrow keys to read "
+        "its value.",
         "thumbnail": "Layer {layer} · head {head}",
         "temperature": "Temperature T", "scale": "scale = 1 / (T·√d_k) = {value}",
         "mask_none": "none", "mask_causal": "causal", "mask_window": "sliding window",

@@ -34,13 +34,6 @@
   var script = document.currentScript;
   var dataDir = new URL("../caseboard/", script.src);
   var lang = document.documentElement.lang || "zh";
-  // Shown when the data itself (and so its words) did not arrive.
-  var LOAD_FAILED = {zh: "数据没有加载成功。", en: "The data did not load."};
-  // Temporary, until the data's words have it (asked of the lead): the readout's first line.
-  var CELL_HINT = {
-    zh: "把指针移到格子上、轻点它，或用 Tab 和方向键选中它，就能读出它的数值。",
-    en: "Point at a cell, tap it, or reach it with Tab and the arrow keys to read its value."
-  };
   var PLAY_EVERY_MS = 1500;
   var DEFAULTS = {heads: 4, temperature: 6, mask: "none", window: 2, padding: 6};
 
@@ -69,7 +62,8 @@
   function fail() {
     [labBox, forwardBox].forEach(function (box) {
       if (!box) return;
-      var text = box.getAttribute("data-load-failed") || LOAD_FAILED[lang] || LOAD_FAILED.en;
+      // The data (and so its words) did not arrive: the page's own words for that.
+      var text = box.getAttribute("data-load-failed");
       box.append(el("p", {className: "caseboard__status", text: text}));
       box.classList.add("cblab-failed");
     });
@@ -871,7 +865,7 @@
     this.sets = {};
     this.maps = el("div", {className: "cblab-sets"});
     this.readout = el("p", {className: "cblab-readout",
-      text: words.cell_hint || CELL_HINT[lang] || CELL_HINT.en});
+      text: words.cell_hint});
     this.outputMap = context.map({kind: "signed", caption: context.layerTitle(1, words.output)});
     var outputBox = el("div", {className: "cblab-scroll"}, [this.outputMap.table]);
     this.board = el("div", {className: "cblab-board"}, [this.weightsTitle, this.maps,
@@ -1068,7 +1062,7 @@
     this.note = el("p", {className: "cblab-note cblab-text"});
     this.holder = el("div", {className: "cblab-stage"});
     this.readout = el("p", {className: "cblab-readout",
-      text: words.cell_hint || CELL_HINT[lang] || CELL_HINT.en});
+      text: words.cell_hint});
     this.view = el("div", {className: "cblab-live cblab-forward"}, [this.stepper, this.summary,
       this.title, this.note, this.holder, this.readout]);
     this.refreshReadout = wireHeatmaps(this.holder, this.readout);

@@ -30,8 +30,8 @@
   var SVG = "http://www.w3.org/2000/svg";
   // Layer 1, head 3 of multilingual-e5-small reads the previous token: a clear first example.
   var DEFAULTS = {sentence: LANG + "-case", model: "e5", layer: 0, head: 2};
-  // Only for when the index itself (which carries the words) does not load: WORDS' load_failed.
-  var LOAD_FAILED = {zh: "数据没有加载成功。", en: "The data did not load."};
+  // What to say when data does not arrive: the page's own words (the data carries the others).
+  var LOAD_FAILED = root && root.getAttribute("data-load-failed");
   var TOP = 3;  // keys named in the live region
 
   var index = null;       // real-<lang>.json
@@ -337,7 +337,7 @@
       return true;
     }, function (error) {
       if (mine !== pending) return false;
-      status(words.load_failed);
+      status(LOAD_FAILED);
       console.warn("case board (real heads):", error);
       if (state.sentence) {  // the controls show what the board still shows
         ui.sentence.value = state.sentence;
@@ -492,7 +492,7 @@
       });
   }).catch(function (error) {
     clearTimeout(slow);
-    status(words ? words.load_failed : LOAD_FAILED[LANG]);
+    status(LOAD_FAILED);
     console.warn("case board (real heads):", error);
   }).then(function () { clearTimeout(slow); });
 

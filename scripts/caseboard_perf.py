@@ -14,13 +14,19 @@ that cycle through the controls (temperature slider, mask, mask parameter, numbe
 
     t0 = performance.now(); set the control's value; dispatch its input/change event (the page's
     handler recomputes both layers and redraws the lab and the forward pass synchronously);
-    document.body.offsetHeight (forces style and layout); t1 = performance.now()
+    t1 = performance.now(); document.body.offsetHeight (forces style and layout);
+    t2 = performance.now()
+
+each update in a task of its own, after the previous update's frame, as a reader's inputs come.
 
 A change of the number of heads builds the forward stage for that number the first time it is
 shown (kept afterwards), so the first cycle's head changes are the slowest; they are measured
 like the rest. The heatmaps' canvases are painted in the handler, so their drawing is included;
-the browser's own paint is not. Prints the median, the 95th percentile and the maximum per
-language and view, and exits non-zero when a maximum exceeds ``--budget`` (16 ms).
+the browser's own paint is not. Prints, per language, view and control, the handler's time (t1 - t0)
+and the time with style and layout (t2 - t0): median, 95th percentile and maximum. It exits
+non-zero when the handler's maximum exceeds ``--budget`` (16 ms): the issue's measure, the time
+around the update. The style and layout that follow are printed beside it, not judged: the
+browser does them before the next frame, so a reader feels them too.
 
     .venv/bin/python scripts/caseboard_perf.py                  # builds the site into a temp dir
     .venv/bin/python scripts/caseboard_perf.py --site-dir /tmp/site   # a site already built
@@ -66,8 +72,11 @@ SETUP = """async ([stage, part]) => {
     await settle();
 }"""
 
-#: Runs in the page: `count` timed updates cycling through the lab's controls; their times (ms).
-MEASURE = """(count) => {
+#: Runs in the page: `count` timed updates cycling through the lab's controls, each in a task
+#: of its own after the previous one's frame (as a reader's inputs come); for each, the control
+#: (0 temperature, 1 mask, 2 mask parameter, 3 heads), the time of the page's handler alone and
+#: the time with the style and layout it causes (ms).
+MEASURE = """async (count) => {
     const box = document.getElementById('caseboard-lab');
     const [temperature, parameter] = box.querySelectorAll('input[type=range]');
     const mask = box.querySelector('select');
@@ -93,14 +102,20 @@ MEASURE = """(count) => {
         },
     ];
     const times = [];
+    const frame = () => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)));
     for (let i = 0; i < count; i++) {
         const t0 = performance.now();
         actions[i % actions.length](i);
+        const t1 = performance.now();
         document.body.offsetHeight;  // style and layout, now
-        times.push(performance.now() - t0);
+        times.push([i % actions.length, t1 - t0, performance.now() - t0]);
+        await frame();
     }
     return times;
 }"""
+
+#: The controls, in the order of MEASURE's actions.
+CONTROLS = ("temperature", "mask", "mask parameter", "heads")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -147,14 +162,20 @@ def main(argv: list[str] | None = None) -> int:
             results = measure(base_url, args.updates, args.rate)
 
     print(f"one lab update, CPU throttled {args.rate:g}x, {args.updates} updates per language "
-          f"(ms; budget {args.budget:g})")
-    print(f"{'language':<10}{'view':<10}{'median':>8}{'p95':>8}{'max':>8}")
+          f"and view (ms; budget {args.budget:g}): the handler alone, and with the style and "
+          f"layout it causes")
+    print(f"{'language':<10}{'view':<10}{'control':<16}{'handler median':>16}{'max':>8}"
+          f"{'+ layout median':>17}{'p95':>8}{'max':>8}")
     over = []
     for (lang, view), times in results.items():
-        print(f"{lang:<10}{view:<10}{statistics.median(times):>8.2f}"
-              f"{percentile(times, 0.95):>8.2f}{max(times):>8.2f}")
-        if max(times) > args.budget:
-            over.append(f"{lang} ({view})")
+        for control, name in enumerate(CONTROLS):
+            handler = [t for c, t, _ in times if c == control]
+            total = [t for c, _, t in times if c == control]
+            print(f"{lang:<10}{view:<10}{name:<16}{statistics.median(handler):>16.2f}"
+                  f"{max(handler):>8.2f}{statistics.median(total):>17.2f}"
+                  f"{percentile(total, 0.95):>8.2f}{max(total):>8.2f}")
+            if max(handler) > args.budget:
+                over.append(f"{lang} ({view}, {name})")
     if over:
         print(f"over budget: {', '.join(over)}")
         return 1

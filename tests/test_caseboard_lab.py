@@ -326,7 +326,9 @@ def test_the_forward_pass_steps_jumps_plays_and_follows_the_lab(boards, lang):
     expect(3)
     # A lab control changes the forward pass: as many weight heatmaps as heads.
     assert visible_stage_maps(page) == 4
-    set_controls(page, heads=2)
+    set_controls(page, heads=2)  # (the radio button is scrolled into view to be checked)
+    # Back to the forward pass, which redraws as it comes near the screen.
+    page.locator(FORWARD).scroll_into_view_if_needed()
     page.wait_for_function(f"() => document.querySelectorAll({STAGE_MAPS!r}).length === 2")
     weights = page.evaluate(RESULT)["layers"][0]["weights"]
     assert labels(page, STAGE_MAPS)[1][:8] == [f"{w:.2f}" for w in weights[1][0]]

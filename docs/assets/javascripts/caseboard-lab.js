@@ -590,7 +590,7 @@
   };
 
   /**
-   * Marks the tokens from position ``from`` on as padding (n: none): their headers dimmed and
+   * Marks the tokens at and after the position given as padding (n: none): their headers dimmed and
    * dotted, with words.padding_token as their title (shown on hover, read as a description).
    */
   Heatmap.prototype.markPadding = function (from, word) {

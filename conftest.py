@@ -156,9 +156,15 @@ def pytest_collection_modifyitems(config, items):
 #: ``python3 dev.py test`` runs the whole suite as two pytest processes at once, one per
 #: half: ``MHA_TEST_SHARD=site`` keeps the tests that use the built site (the one strict build,
 #: Chromium), ``MHA_TEST_SHARD=rest`` every other test. One process alone keeps a 2-core machine
-#: only ~80% busy (the browser tests mostly wait on pages); the two halves share nothing but
-#: the work tree, which no test of the second half writes to.
+#: only ~80% busy (the browser tests mostly wait on pages). The halves share the work tree,
+#: which no test of the second half writes to, and the built site: dev.py gives both the folder
+#: ``MHA_SHARED_SITE``, where the site half builds it (tests/conftest.py, ``built_site``).
 SHARDS = ("site", "rest")
+
+#: Tests on the built site that the rest half runs, after all its other tests, on the site the
+#: site half built (when dev.py shares it): the case board's browser tests, so that the two
+#: halves take about as long as each other.
+ON_SHARED_SITE = ("tests/test_caseboard_lab.py", "tests/test_caseboard_real.py")
 
 
 def keep_shard(config, items) -> None:
@@ -167,7 +173,20 @@ def keep_shard(config, items) -> None:
         return
     if shard not in SHARDS:
         raise pytest.UsageError(f"MHA_TEST_SHARD must be one of {SHARDS}, got {shard!r}")
-    keep = [item for item in items if ("built_site" in item.fixturenames) == (shard == "site")]
+    shared = bool(os.environ.get("MHA_SHARED_SITE"))
+    root = Path(str(config.rootpath))
+
+    def half(item) -> str:
+        if "built_site" not in item.fixturenames:
+            return "rest"
+        path = Path(str(item.path)).resolve()
+        moved = shared and path.is_relative_to(root) and \
+            path.relative_to(root).as_posix().startswith(ON_SHARED_SITE)
+        return "rest" if moved else "site"
+
+    keep = [item for item in items if half(item) == shard]
+    # The rest half's tests on the site last: by then the site half has long built it.
+    keep.sort(key=lambda item: "built_site" in item.fixturenames)
     kept = set(keep)
     config.hook.pytest_deselected(items=[item for item in items if item not in kept])
     items[:] = keep

@@ -118,9 +118,12 @@ def main(argv: list[str]) -> int:
 
 def run_both_halves(env: dict) -> int:
     """Every test, as two pytest processes at once (conftest.py, ``keep_shard``): the half that
-    uses the built site, shown as it runs, and the rest, shown when both are done."""
+    uses the built site, shown as it runs, and the rest, shown when both are done (with, at its
+    end, the case board's browser tests, on the site the first half built)."""
     temp = Path(tempfile.mkdtemp(prefix="mha-tests-"))
     log = temp / "rest.log"
+    # The site half builds the site there; the rest half runs a few tests on it at its end.
+    env = dict(env, MHA_SHARED_SITE=str(temp / "shared"))
     base = [str(PYTHON), "-m", "pytest"]
     print("dev.py: running the tests in two halves at once: those on the built site (shown "
           "now) and the rest (shown when both are done)", flush=True)

@@ -3,6 +3,7 @@ real model for the tests that need it, and the site built once for the site and 
 
 import importlib.util
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -78,6 +79,10 @@ def load_serve_site():
 SUBPATH = "/attention-detectives/"
 
 
+#: How long the rest half of ``python3 dev.py test`` waits for the site half's build (s).
+SHARED_SITE_WAIT = 900
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
     """The site, built once per session (strict, into a temporary folder) and shared by the
@@ -87,15 +92,46 @@ def built_site(tmp_path_factory):
     Pages serves it (a missing path gets the 404 page), and gives the address.
 
     The build itself writes what a build writes in the work tree: the figures under
-    docs/<lang>/figures/ and the caches under .cache/."""
+    docs/<lang>/figures/ and the caches under .cache/.
+
+    Under ``python3 dev.py test`` (``MHA_SHARED_SITE`` set: a folder both halves of the run
+    share, conftest.py) the site half builds into that folder and says so there ("built", or
+    "failed" with the error); the rest half waits for it and serves the same files at an
+    address of its own (only the host's port differs from the one built for)."""
     serve_site = load_serve_site()
     port = serve_site.free_port()
     url = f"http://127.0.0.1:{port}{SUBPATH}"
-    site_dir = tmp_path_factory.mktemp("site")
-    try:
-        log = serve_site.build_site(site_dir, url)
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
+    shared = os.environ.get("MHA_SHARED_SITE")
+    if shared and os.environ.get("MHA_TEST_SHARD") == "rest":
+        site_dir, log = wait_for_shared_site(Path(shared))
+    else:
+        site_dir = tmp_path_factory.mktemp("site")
+        if shared:
+            site_dir = Path(shared) / "site"
+            site_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            log = serve_site.build_site(site_dir, url)
+        except RuntimeError as error:
+            if shared:
+                (Path(shared) / "failed").write_text(str(error), encoding="utf-8")
+            pytest.fail(str(error), pytrace=False)
+        if shared:
+            (Path(shared) / "log").write_text(log, encoding="utf-8")
+            (Path(shared) / "built").touch()
     return SimpleNamespace(dir=site_dir, url=url, log=log,
                            serve=lambda: serve_site.serve(site_dir, port=port, gzip=True,
                                                           prefix=SUBPATH))
+
+
+def wait_for_shared_site(shared: Path) -> tuple[Path, str]:
+    """The site the other half of the run built into ``shared``, once it is there."""
+    deadline = time.monotonic() + SHARED_SITE_WAIT
+    while not (shared / "built").exists():
+        if (shared / "failed").exists():
+            pytest.fail("the site half's build failed:\n"
+                        + (shared / "failed").read_text(encoding="utf-8"), pytrace=False)
+        if time.monotonic() > deadline:
+            pytest.fail(f"the site half did not build the site into {shared} within "
+                        f"{SHARED_SITE_WAIT} s", pytrace=False)
+        time.sleep(0.5)
+    return shared / "site", (shared / "log").read_text(encoding="utf-8")

@@ -36,7 +36,8 @@ def test_readme_example_prints_what_the_readme_says():
 
 def test_the_two_halves_dev_py_runs_at_once_split_the_suite_by_the_built_site(monkeypatch):
     """``python3 dev.py test`` runs two pytest processes (conftest.py ``keep_shard``): every test
-    lands in exactly one, by whether it uses the built site."""
+    lands in exactly one, by whether it uses the built site; with the site shared between them
+    (``MHA_SHARED_SITE``), the case board's browser tests go to the rest half, last."""
     import importlib.util
     import types
 
@@ -44,27 +45,37 @@ def test_the_two_halves_dev_py_runs_at_once_split_the_suite_by_the_built_site(mo
     root_conftest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(root_conftest)
     class Item:  # what keep_shard reads of a pytest item (hashable, as items are)
-        def __init__(self, name, fixturenames):
-            self.name, self.fixturenames = name, fixturenames
+        def __init__(self, name, fixturenames, path="tests/test_x.py"):
+            self.name, self.fixturenames, self.path = name, fixturenames, ROOT / path
 
+    board = root_conftest.ON_SHARED_SITE[0]
     items = [Item(f"t{i}", names) for i, names in
              enumerate([["tmp_path"], ["site", "built_site"], [], ["built_site"], ["model"]])]
-    halves = {}
-    for shard in root_conftest.SHARDS:
-        deselected = []
-        config = types.SimpleNamespace(hook=types.SimpleNamespace(
-            pytest_deselected=lambda items: deselected.extend(items)))
-        kept = list(items)
-        monkeypatch.setenv("MHA_TEST_SHARD", shard)
-        root_conftest.keep_shard(config, kept)
-        assert sorted(t.name for t in kept + deselected) == sorted(t.name for t in items)
-        halves[shard] = [t.name for t in kept]
-    assert halves == {"site": ["t1", "t3"], "rest": ["t0", "t2", "t4"]}
+    items.insert(1, Item("board", ["built_site"], board))
+    expected = {None: {"site": ["board", "t1", "t3"], "rest": ["t0", "t2", "t4"]},
+                "/tmp/shared": {"site": ["t1", "t3"], "rest": ["t0", "t2", "t4", "board"]}}
+    for shared, want in expected.items():
+        if shared:
+            monkeypatch.setenv("MHA_SHARED_SITE", shared)
+        else:
+            monkeypatch.delenv("MHA_SHARED_SITE", raising=False)
+        halves = {}
+        for shard in root_conftest.SHARDS:
+            deselected = []
+            config = types.SimpleNamespace(rootpath=ROOT, hook=types.SimpleNamespace(
+                pytest_deselected=lambda items: deselected.extend(items)))
+            kept = list(items)
+            monkeypatch.setenv("MHA_TEST_SHARD", shard)
+            root_conftest.keep_shard(config, kept)
+            assert sorted(t.name for t in kept + deselected) == sorted(t.name for t in items)
+            halves[shard] = [t.name for t in kept]
+        assert halves == want, shared
     monkeypatch.setenv("MHA_TEST_SHARD", "other")
     with pytest.raises(pytest.UsageError, match="MHA_TEST_SHARD"):
         root_conftest.keep_shard(None, list(items))
     dev = (ROOT / "dev.py").read_text()
     assert 'MHA_TEST_SHARD="site"' in dev and 'MHA_TEST_SHARD="rest"' in dev
+    assert "MHA_SHARED_SITE" in dev
 
 
 def test_readme_gives_exactly_two_commands_and_ci_runs_the_test_one():

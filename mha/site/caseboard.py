@@ -33,13 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import MultiHeadAttention, causal_mask, padding_mask, sliding_window_mask
-from .experiments import case_embeddings
+from .experiments import walkthrough, walkthrough_layers
 from .plots.case import CASE_ORDER, CAST, case_tokens
 from .terms import LANGUAGES, term
 
 __all__ = ["Sentence", "SENTENCES", "MODELS", "BUDGET", "LAB_HEADS", "LAB_D_MODEL", "LAB_LAYERS",
            "LAB_SEED", "TEMPERATURES", "MASKS", "quantise", "dequantise", "real_heads",
-           "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index", "lab_files",
+           "lab_scale", "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index", "lab_files",
            "real_files", "files", "WORDS"]
 
 
@@ -138,9 +138,7 @@ WORDS = {
 }
 
 #: The glossary terms the scripts show (`mha.site.terms`), by the key the scripts use.
-_TERMS = ("query", "key", "value", "head", "number_of_heads", "mask", "causal_mask",
-          "padding_mask", "attention_score", "attention_weight", "concatenation",
-          "output_projection", "token", "embedding", "scaling_factor")
+_TERMS = ("query", "key", "value", "head", "number_of_heads", "mask", "concatenation")
 
 
 # --- Real heads --------------------------------------------------------------------------------
@@ -217,22 +215,27 @@ def real_index(lang: str) -> dict:
 
 # --- The lab -----------------------------------------------------------------------------------
 
-def lab_layers(h: int, temperature: float = 1.0) -> list[MultiHeadAttention]:
-    """The lab's two layers with ``h`` heads at ``temperature``: the walkthrough's weights.
-
-    The weights are drawn as one ``(d_model, h, d_k)`` array per projection from the same seeds
-    whatever ``h`` is, so every ``h`` shares one ``(d_model, d_model)`` matrix per projection,
-    cut into ``h`` blocks of ``d_k`` columns (``lab_data`` exports it once; the tests check it).
-    """
+def lab_scale(h: int, temperature: float = 1.0) -> float:
+    """The score factor of the lab's layers with ``h`` heads at ``temperature``:
+    ``1 / (T sqrt(d_k))``, ``d_k = d_model / h``."""
     if h not in LAB_HEADS:
         raise ValueError(f"the lab has {LAB_HEADS} heads, got h={h!r}")
     temperature = float(temperature)
     if not (math.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
-    d_k = LAB_D_MODEL // h
-    scale = 1.0 / (temperature * math.sqrt(d_k))
-    return [MultiHeadAttention(LAB_D_MODEL, h, seed=LAB_SEED + 1 + index, scale=scale)
-            for index in range(LAB_LAYERS)]
+    return 1.0 / (temperature * math.sqrt(LAB_D_MODEL // h))
+
+
+def lab_layers(h: int, temperature: float = 1.0) -> list[MultiHeadAttention]:
+    """The lab's two layers with ``h`` heads at ``temperature``: the walkthrough's
+    (`mha.site.experiments.walkthrough_layers`) at `lab_scale`.
+
+    The weights are drawn as one ``(d_model, h, d_k)`` array per projection from the same seeds
+    whatever ``h`` is, so every ``h`` shares one ``(d_model, d_model)`` matrix per projection,
+    cut into ``h`` blocks of ``d_k`` columns (``lab_data`` exports it once; the tests check it).
+    """
+    return walkthrough_layers(LAB_D_MODEL, h, LAB_LAYERS, LAB_SEED,
+                              scale=lab_scale(h, temperature))
 
 
 def lab_mask(kind: str, n: int, value: int | None = None) -> np.ndarray | None:
@@ -254,24 +257,14 @@ def lab_mask(kind: str, n: int, value: int | None = None) -> np.ndarray | None:
 
 def lab_trace(lang: str, h: int = 4, mask: str = "none", value: int | None = None,
               temperature: float = 1.0) -> list[dict]:
-    """What the lab shows for one setting of its controls: `mha.MultiHeadAttention.trace` of
-    each layer on the case in ``lang``, layer 2 reading layer 1's output (as `walkthrough`).
+    """What the lab shows for one setting of its controls: `mha.site.experiments.walkthrough`
+    of the case in ``lang`` with ``h`` heads, the mask and `lab_scale`.
 
-    With the defaults it is `mha.site.experiments.walkthrough` (the tests check it).
+    With the defaults it is the walkthrough itself (the tests check it).
     """
-    x = _lab_input(lang)  # (n, d_model)
-    visible = lab_mask(mask, x.shape[0], value)
-    traces = []
-    for layer in lab_layers(h, temperature):
-        traces.append(layer.trace(x, visible))
-        x = traces[-1]["output"]
-    return traces
-
-
-def _lab_input(lang: str) -> np.ndarray:
     order = CASE_ORDER[lang]
-    return case_embeddings(n_tokens=max(order) + 1, d_model=LAB_D_MODEL,
-                           seed=LAB_SEED)[order]  # (n, d_model)
+    return walkthrough(order, LAB_D_MODEL, h, LAB_LAYERS, LAB_SEED,
+                       mask=lab_mask(mask, len(order), value), scale=lab_scale(h, temperature))
 
 
 def lab_data(lang: str) -> dict:
@@ -282,7 +275,7 @@ def lab_data(lang: str) -> dict:
     layers = lab_layers(max(LAB_HEADS))
     return {
         "tokens": case_tokens(lang),
-        "x": _lab_input(lang).tolist(),
+        "x": lab_trace(lang)[0]["x"].tolist(),                       # (n, d_model)
         "layers": [{"W_Q": layer.W_Q.reshape(LAB_D_MODEL, -1).tolist(),
                     "W_K": layer.W_K.reshape(LAB_D_MODEL, -1).tolist(),
                     "W_V": layer.W_V.reshape(LAB_D_MODEL, -1).tolist(),

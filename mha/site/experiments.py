@@ -15,6 +15,7 @@ from ..multihead import MultiHeadAttention
 from ..positions import rope, sinusoidal_positions
 
 __all__ = ["ScalingResult", "scaling_experiment", "row_entropy", "case_embeddings", "walkthrough",
+           "walkthrough_layers",
            "SharedProjectionResult", "shared_projection_experiment", "AttentionCost",
            "attention_cost", "reach", "application_patterns", "PositionTableResult",
            "position_table_experiment", "RelativeScoresResult", "relative_scores_experiment",
@@ -121,7 +122,16 @@ def case_embeddings(n_tokens: int = 8, d_model: int = 16, seed: int = 0) -> np.n
     return np.random.default_rng(seed).normal(size=(n_tokens, d_model))
 
 
-def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: int = 0) -> list:
+def walkthrough_layers(d_model: int = 16, h: int = 4, n_layers: int = 2, seed: int = 0, *,
+                       scale: float | None = None) -> list[MultiHeadAttention]:
+    """The layers of `walkthrough`: layer ``l`` is ``MultiHeadAttention(d_model, h,
+    seed=seed + 1 + l, scale=scale)``."""
+    return [MultiHeadAttention(d_model, h, seed=seed + 1 + index, scale=scale)
+            for index in range(n_layers)]
+
+
+def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: int = 0, *,
+                mask=None, scale: float | None = None) -> list:
     """Run the case through a stack of ``n_layers`` attention layers, keeping every stage.
 
     Parameters
@@ -137,6 +147,10 @@ def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: i
         network around each attention layer; they are left out to show attention alone.)
     seed : int
         Seeds the embeddings (``seed``) and layer ``l``'s weights (``seed + 1 + l``).
+    mask : array_like of bool, optional
+        Given to every layer (`mha.MultiHeadAttention.trace`); None: every token sees every one.
+    scale : float, optional
+        The layers' score factor; None: ``1 / sqrt(d_k)``.
 
     Returns
     -------
@@ -153,9 +167,8 @@ def walkthrough(order, d_model: int = 16, h: int = 4, n_layers: int = 2, seed: i
     order = list(order)
     x = case_embeddings(n_tokens=max(order) + 1, d_model=d_model, seed=seed)[order]  # (n, d_model)
     traces = []
-    for layer_index in range(n_layers):
-        layer = MultiHeadAttention(d_model, h, seed=seed + 1 + layer_index)
-        stages = layer.trace(x)
+    for layer in walkthrough_layers(d_model, h, n_layers, seed, scale=scale):
+        stages = layer.trace(x, mask)
         traces.append(stages)
         x = stages["output"]
     return traces

@@ -816,7 +816,7 @@
 
     var maskId = nextId("mask");
     this.mask = el("select", {id: maskId}, Object.keys(data.masks).map(function (kind) {
-      return el("option", {value: kind, text: words["mask_" + kind] || kind,
+      return el("option", {value: kind, text: words["mask_" + kind],
                            selected: kind === state.mask});
     }));
     var maskField = el("div", {className: "cblab-field"}, [
@@ -1206,7 +1206,7 @@
     var state = this.state;
     var parts = [capital(terms.number_of_heads) + " = " + state.heads,
                  "T = " + short(context.data.temperatures[state.temperature]),
-                 capital(terms.mask) + " = " + (words["mask_" + state.mask] || state.mask)];
+                 capital(terms.mask) + " = " + words["mask_" + state.mask]];
     if (state.mask === "window") parts.push(words.width + " = " + state.window);
     if (state.mask === "padding") parts.push(words.length + " = " + state.padding);
     setText(this.summary, "↑ " + parts.join(" · "));

@@ -11,7 +11,7 @@ into ``docs/assets/caseboard/``, cached the same way as one item.
 
     python hooks/draw_figures.py                      # draw what changed
     python hooks/draw_figures.py --root DIR           # from DIR/mha into DIR/docs, DIR/.cache
-    python hooks/draw_figures.py --only NAME[,NAME]   # only these figures and tables
+    python hooks/draw_figures.py --only NAME[,NAME]   # only these (caseboard: the board's data)
 
 ``--root`` and ``--only`` are for the tests, which draw from a copy of ``mha/`` in a temporary
 folder and never into the work tree.
@@ -87,7 +87,7 @@ CASEBOARD = Path("docs") / "assets" / "caseboard"
 CASEBOARD_DEPENDS = ("site/caseboard.py", "site/experiments.py", "site/plots/case.py",
                      "models/minilm.py", "models/e5.py", "models/e5bin.py", "models/encoder.py",
                      "models/sentencepiece.py", "models/wordpiece.py", "models/safetensors.py",
-                     "models/weights.py")
+                     "models/weights.py", "models/__init__.py")
 
 
 def caseboard_data(root: Path) -> int:
@@ -125,11 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     if set(DEPENDS) != set(FIGURES) | set(TABLES):
         raise SystemExit(f"mha.site.plots: DEPENDS and FIGURES + TABLES list different names: "
                          f"{sorted(set(DEPENDS) ^ (set(FIGURES) | set(TABLES)))}")
-    only = set(args.only.split(",")) if args.only else set(DEPENDS)
+    only = set(args.only.split(",")) if args.only else {*DEPENDS, "caseboard"}
     if only - set(DEPENDS) - {"caseboard"}:
         raise SystemExit(f"no figure or table named {sorted(only - set(DEPENDS))}")
     outputs = {"svg": lambda lang, name: root / "docs" / lang / "figures" / f"{name}.svg",
                "md": lambda lang, name: root / ".cache" / "tables" / lang / f"{name}.md"}
+    with_caseboard = "caseboard" in only
     only.discard("caseboard")
     items = [("svg", name) for name in FIGURES if name in only]
     items += [("md", name) for name in TABLES if name in only]
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for stale in (root / ".cache" / "tables").glob("*/*.md"):
         if stale.stem not in TABLES:  # gone from the registry: a page's marker must not find it
             stale.unlink()
-    if args.only is None or "caseboard" in only:
+    if with_caseboard:
         written += caseboard_data(root)
     figures = sum(kind == "svg" for kind, _ in items)
     print(f"{figures} figures and {len(items) - figures} tables x {len(LANGUAGES)} languages: "

@@ -16,14 +16,15 @@
  * The lab (#caseboard-lab) shows layer 1's weights, one heatmap per head, and its output; the
  * forward pass (#caseboard-forward) steps through every stage of both layers, from the same
  * state. Each matrix is a <table> (caption, tokens as headers, each value in its cell's
- * aria-label, the arrow keys move between cells) over a <canvas> that paints its colours. Every
- * word shown comes from the data's `words`. Without the data, the static figures stay.
+ * aria-label, the arrow keys move between cells) over canvases that paint its colours and its
+ * grid. Every word shown comes from the data's `words`. Without the data, the static figures stay.
  *
  * One update must take one frame on a slow phone (scripts/caseboard_perf.py measures it), so an
  * update repaints canvases and touches no table: what it writes as text sits in boxes of fixed
  * size, what is off screen waits until it comes near, and the heatmaps for another number of
  * heads are kept laid out but folded away. Both parts are built, and the data loaded, only when
- * they first come near the screen.
+ * they first come near the screen; then, in idle time, the board rehearses a few updates, so
+ * that the reader's first one runs compiled code (rehearseSoon).
  *
  * For the tests: window.caseBoardLab = {state(), result()}, read-only.
  */
@@ -36,6 +37,7 @@
   var lang = document.documentElement.lang || "zh";
   var PLAY_EVERY_MS = 1500;
   var DEFAULTS = {heads: 4, temperature: 6, mask: "none", window: 2, padding: 6};
+  var REHEARSALS = 2;  // rounds of rehearsal (every mask once) after a part is built
 
   var labBox = document.getElementById("caseboard-lab");
   var forwardBox = document.getElementById("caseboard-forward");
@@ -288,10 +290,12 @@
   // --- Heatmaps -------------------------------------------------------------------------------
   //
   // A heatmap is a <table> (caption, tokens as headers, one cell per value, the value in the
-  // cell's aria-label) whose cells are transparent: their colours are painted on one <canvas>
-  // beneath them. Changing 64 canvas rectangles costs next to nothing, where restyling 64 table
-  // cells costs a style recalculation each; the table itself never changes size or style on an
-  // update, so an update costs no layout either. The canvas follows the cells: their edges are
+  // cell's aria-label) whose cells are transparent: their colours are painted beneath them, on
+  // a canvas of one pixel per cell that the CSS stretches over the cells, and the grid on a
+  // second canvas above it. An update writes n x m pixels, where restyling n x m table cells
+  // would cost a style recalculation each; the grid is repainted only when the hidden cells,
+  // the size or the colour scheme change. The table itself never changes size or style on an
+  // update, so an update costs no layout either. The canvases follow the cells: their edges are
   // measured whenever the table's size changes (ResizeObserver, before the frame is painted).
 
   var mapOfTable = new WeakMap();
@@ -421,9 +425,14 @@
       }
       body.append(tr);
     });
+    // Under the cells, two canvases: the colours, one pixel per cell, stretched over the cells
+    // by the CSS without smoothing (caseboard-lab.css: .cblab-colours); above them the grid,
+    // the hatch of hidden cells and the lines between heads (.cblab-paint).
+    this.colours = el("canvas", {className: "cblab-colours", width: String(m),
+                                 height: String(n), "aria-hidden": "true"});
     this.canvas = el("canvas", {className: "cblab-paint", "aria-hidden": "true"});
     this.cells[0].classList.add("cblab-origin");
-    this.cells[0].append(this.canvas);
+    this.cells[0].append(this.colours, this.canvas);
     table.append(el("colgroup", null, [el("col", {className: "cblab-col-head"}),
                                        el("col", {className: "cblab-col-cell", span: String(m)})]),
                  el("thead", null, [groupRow, headRow]), body);
@@ -463,12 +472,16 @@
     this.ys = ys;
   };
 
-  /** Sizes the canvas to the cells just measured and paints it. */
+  /** Sizes the canvases to the cells just measured and paints them. */
   Heatmap.prototype.place = function () {
     if (!this.xs) return;
-    // One pixel more on each side, for the grid's outer lines.
-    this.canvas.style.width = (this.xs[this.m] + 2) + "px";
-    this.canvas.style.height = (this.ys[this.n] + 2) + "px";
+    var width = this.xs[this.m], height = this.ys[this.n];
+    this.colours.style.width = width + "px";
+    this.colours.style.height = height + "px";
+    // The grid's canvas: one pixel more on each side, for the grid's outer lines.
+    this.canvas.style.width = (width + 2) + "px";
+    this.canvas.style.height = (height + 2) + "px";
+    this.gridDrawn = null;
     this.draw();
   };
 
@@ -507,21 +520,40 @@
     }
   };
 
+  /**
+   * Paints the colours (every update: m x n pixels) and, if what it shows changed (the hidden
+   * cells, the lines between heads, the size, the colour scheme), the grid.
+   */
   Heatmap.prototype.draw = function () {
     if (!this.xs || !this.values) return;  // painted once measured
     this.stale = !this.onScreen;
     if (this.stale) return;                // painted when it comes near the screen
     if (!palette) readPalette();
-    var xs = this.xs, ys = this.ys, n = this.n, m = this.m;
-    var values = this.values, visible = this.visible, canvas = this.canvas;
-    var ratio = window.devicePixelRatio || 1;
-    var width = Math.round((xs[m] + 2) * ratio), height = Math.round((ys[n] + 2) * ratio);
-    if (canvas.width !== width) canvas.width = width;
-    if (canvas.height !== height) canvas.height = height;
-    var ctx = this.ctx || (this.ctx = canvas.getContext("2d"));
-    ctx.setTransform(ratio, 0, 0, ratio, ratio, ratio);  // (0, 0): the first cell's corner
-    ctx.clearRect(-1, -1, xs[m] + 2, ys[n] + 2);
-    var scale = 1, i, r, c;
+    this.paintColours();
+    var ratio = window.devicePixelRatio || 1, drawn = this.gridDrawn, visible = this.visible;
+    if (!drawn || drawn.palette !== palette || drawn.ratio !== ratio
+        || drawn.groupEvery !== this.groupEvery || !sameMask(drawn.visible, visible)) {
+      this.gridDrawn = {palette: palette, ratio: ratio, groupEvery: this.groupEvery,
+                        visible: visible && visible.slice()};
+      this.paintGrid(ratio);
+    }
+  };
+
+  /** Are two masks (n * m of 0/1, or null: every cell visible) the same? */
+  function sameMask(a, b) {
+    if (!a || !b) return !a && !b;
+    for (var i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+    return true;
+  }
+
+  /**
+   * The cells' colours, one pixel each: the hue, its opacity the value ("weight": its square
+   * root, so a spread-out row still shows; "signed": |value| / the largest |value| shown, in the
+   * hue of its sign). A hidden cell is transparent: the grid's hatch shows there.
+   */
+  Heatmap.prototype.paintColours = function () {
+    var n = this.n, m = this.m, values = this.values, visible = this.visible, i;
+    var scale = 1;
     if (this.kind === "signed") {
       var max = 0;
       for (i = 0; i < values.length; i++) {
@@ -529,17 +561,13 @@
       }
       scale = max > 0 ? 1 / max : 0;
     }
-    // The cells: one pixel each on a small canvas (the hue, its opacity the value), drawn
-    // stretched over the cells without smoothing.
     var hue = rgb(this.hue || palette.weight), pos = rgb(palette.pos), neg = rgb(palette.neg);
-    var small = this.small || (this.small = el("canvas", {width: String(m), height: String(n)}));
-    var smallCtx = this.smallCtx || (this.smallCtx = small.getContext("2d"));
-    var image = this.image || (this.image = smallCtx.createImageData(m, n));
-    var pixels = image.data, hidden = [];
+    var ctx = this.coloursCtx || (this.coloursCtx = this.colours.getContext("2d"));
+    var image = this.image || (this.image = ctx.createImageData(m, n));
+    var pixels = image.data;
     for (i = 0; i < n * m; i++) {
       var value = values[i], colour = hue, alpha;
       if (visible && !visible[i]) {
-        hidden.push(i);
         alpha = 0;
       } else if (this.kind === "weight") {
         alpha = Math.sqrt(Math.max(0, Math.min(1, value)));
@@ -552,10 +580,22 @@
       pixels[4 * i + 2] = colour[2];
       pixels[4 * i + 3] = Math.round(255 * alpha);
     }
-    smallCtx.putImageData(image, 0, 0);
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(small, 0, 0, m, n, 0, 0, xs[m], ys[n]);
-    if (hidden.length) {  // hatched, with a dash
+    ctx.putImageData(image, 0, 0);
+  };
+
+  /** The grid, the hidden cells (hatched, with a dash) and the lines between heads' columns. */
+  Heatmap.prototype.paintGrid = function (ratio) {
+    var xs = this.xs, ys = this.ys, n = this.n, m = this.m, visible = this.visible;
+    var canvas = this.canvas, r, c, i;
+    var width = Math.round((xs[m] + 2) * ratio), height = Math.round((ys[n] + 2) * ratio);
+    if (canvas.width !== width) canvas.width = width;
+    if (canvas.height !== height) canvas.height = height;
+    var ctx = this.ctx || (this.ctx = canvas.getContext("2d"));
+    ctx.setTransform(ratio, 0, 0, ratio, ratio, ratio);  // (0, 0): the first cell's corner
+    ctx.clearRect(-1, -1, xs[m] + 2, ys[n] + 2);
+    var hidden = [];
+    if (visible) for (i = 0; i < n * m; i++) if (!visible[i]) hidden.push(i);
+    if (hidden.length) {
       ctx.save();
       ctx.beginPath();
       hidden.forEach(function (index) {
@@ -689,20 +729,20 @@
                  window: DEFAULTS.window, padding: DEFAULTS.padding};
     var trace = null;
 
-    function maskValue() {
-      return state.mask === "window" ? state.window
-        : state.mask === "padding" ? state.padding : null;
+    function maskValue(s) {
+      return s.mask === "window" ? s.window : s.mask === "padding" ? s.padding : null;
     }
 
-    function compute() {
-      var visible = visibility(state.mask, maskValue(), n);
-      var temperature = data.temperatures[state.temperature];
+    /** Both layers for the controls ``s`` (state's shape). */
+    function compute(s) {
+      var visible = visibility(s.mask, maskValue(s), n);
+      var temperature = data.temperatures[s.temperature];
       var input = x, out = [];
       layers.forEach(function (layer) {
-        out.push(layerTrace(input, layer, state.heads, temperature, visible, n, d));
+        out.push(layerTrace(input, layer, s.heads, temperature, visible, n, d));
         input = out[out.length - 1].output;
       });
-      return {layers: out, visible: visible, padFrom: state.mask === "padding" ? state.padding : n};
+      return {layers: out, visible: visible, padFrom: s.mask === "padding" ? s.padding : n};
     }
 
     function headTitle(j, h) {
@@ -732,7 +772,7 @@
       }
     };
 
-    trace = compute();
+    trace = compute(state);
     var lab = null, forward = null, rowHead = null;
     function built(view) {
       if (!rowHead) {
@@ -741,13 +781,39 @@
       }
       view.view.style.setProperty("--cblab-rowhead", rowHead);
       view.update(trace, state);
+      rehearseSoon();
       return view;
     }
 
+    function draw(trace, s) {
+      if (lab) lab.update(trace, s);
+      if (forward) forward.update(trace, s);
+    }
+
     function onChange() {
-      trace = compute();
-      if (lab) lab.update(trace, state);
-      if (forward) forward.update(trace, state);
+      trace = compute(state);
+      draw(trace, state);
+    }
+
+    /**
+     * A reader's first change should be as quick as the next ones, but the browser compiles a
+     * function to fast code only once it has run a few times. So, in idle time once a part is
+     * built, the board rehearses: it goes through other settings (each mask in turn, another
+     * temperature; the number of heads kept), one in each idle time, and back to the reader's
+     * in the same task: nothing of it is ever painted, and the board is left as it was.
+     */
+    function rehearseSoon() {
+      var kinds = Object.keys(data.masks), count = data.temperatures.length;
+      for (var round = 0; round < REHEARSALS; round++) {
+        kinds.forEach(function (kind, i) {
+          later(function () {
+            var s = {heads: state.heads, mask: kind, window: state.window, padding: state.padding,
+                     temperature: (state.temperature + 5 * round + 3 * i + 1) % count};
+            draw(compute(s), s);
+            draw(trace, state);
+          });
+        });
+      }
     }
 
     function nested(values, rows, cols) {
@@ -763,7 +829,7 @@
       state: function () {
         return {heads: state.heads, temperatureIndex: state.temperature,
                 temperature: data.temperatures[state.temperature], mask: state.mask,
-                value: maskValue(), stage: forward ? forward.stage : 0};
+                value: maskValue(state), stage: forward ? forward.stage : 0};
       },
       /** Both layers' weights (h, n, n) and outputs (n, d_model), as plain arrays. */
       result: function () {

@@ -7,7 +7,7 @@ finger) and read `window.caseBoardLab` (the controls' state and both layers' wei
 outputs), comparing them with `mha.site.caseboard.lab_trace`. The phone, the dark palette, a
 browser without JavaScript and data that do not arrive each get a page of their own.
 
-A heatmap is a table of transparent cells over a canvas the script paints: what a cell shows is
+A heatmap is a table of transparent cells over canvases the script paints: what a cell shows is
 read from the pixels (an element screenshot), what it says from its aria-label.
 
 Reuses the session's one build (served gzipped under a subpath) and tests/test_browser.py's
@@ -233,6 +233,54 @@ def test_a_hidden_cell_is_drawn_and_read_as_hidden(boards, lang):
     assert len(hatch.getcolors(maxcolors=4096)) > 2  # lines, a dash and the page between
     assert blank != full
     assert max(abs(a - b) for a, b in zip(full, page_colour)) > 60
+
+
+#: Runs in the page: waits for ``count`` idle callbacks, one after the other (the board's
+#: rehearsals, caseboard-lab.js rehearseSoon, run in idle callbacks of their own).
+IDLE = """async count => {
+    for (let i = 0; i < count; i++) {
+        await new Promise(done => requestIdleCallback(done, {timeout: 3000}));
+    }
+}"""
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_rehearsal_leaves_the_board_as_the_reader_set_it(browser, base_url, lang):
+    # In idle time after each part is built, the board goes through other settings and back
+    # (so that the reader's first change runs compiled code). A reader who moves the controls
+    # before it has run must find them, the numbers, the labels and the colours as they set them.
+    context = open_context(browser, viewport={"width": 1280, "height": 900})
+    visit = Visit(context, base_url + PAGES[lang])
+    page = visit.page
+    page.locator(LAB).scroll_into_view_if_needed()
+    page.wait_for_selector(f"{LAB}.caseboard--live")
+    set_controls(page, heads=2, mask="window", value=1, temperature=3)
+    page.locator(FORWARD).scroll_into_view_if_needed()  # its part is built: rehearsed too
+    page.wait_for_selector(f"{FORWARD}.caseboard--live")
+    page.locator(LAB).scroll_into_view_if_needed()
+    page.evaluate(IDLE, 40)
+    state = page.evaluate(STATE)
+    assert (state["heads"], state["mask"], state["value"], state["temperatureIndex"]) == (
+        2, "window", 1, 3)
+    result = page.evaluate(RESULT)
+    assert_equals_mha(result, lang, 2, "window", 1, TEMPERATURES[3])
+    assert page.locator(LAB_MAPS).count() == 2
+    weights = np.array(result["layers"][0]["weights"][1])
+    hidden = WORDS[lang]["hidden"]
+    assert labels(page, LAB_MAPS)[1] == [
+        f"{weights[q, k]:.2f}" if q - 1 <= k <= q else hidden for q in range(8) for k in range(8)]
+    summary = page.locator(f"{FORWARD} .cblab-summary").inner_text()  # the forward pass's
+    assert " = 2 · " in summary and WORDS[lang]["mask_window"] in summary
+    assert summary.endswith(" = 1")
+    # The colours are those a change to these settings draws: away and back again.
+    maps = page.locator(f"{LAB} .cblab-maps:not([data-cblab-away])")
+    rehearsed = maps.screenshot()
+    set_controls(page, temperature=4)
+    assert maps.screenshot() != rehearsed
+    set_controls(page, temperature=3)
+    assert maps.screenshot() == rehearsed
+    assert visit.errors == []
+    context.close()
 
 
 @pytest.mark.parametrize("lang", PAGES)

@@ -37,7 +37,7 @@
   var lang = document.documentElement.lang || "zh";
   var PLAY_EVERY_MS = 1500;
   var DEFAULTS = {heads: 4, temperature: 6, mask: "none", window: 2, padding: 6};
-  var REHEARSALS = 2;  // rounds of rehearsal (every mask once) after a part is built
+  var REHEARSALS = 4;  // rounds of rehearsal (every mask once) after a part is built
 
   var labBox = document.getElementById("caseboard-lab");
   var forwardBox = document.getElementById("caseboard-forward");
@@ -116,9 +116,15 @@
   /** One layer (mha.MultiHeadAttention.trace): every stage, each head's arrays apart. */
   function layerTrace(x, layer, h, temperature, visible, n, d) {
     var dk = d / h, scale = 1 / (temperature * Math.sqrt(dk));
-    var q = matmul(x, layer.W_Q, n, d, d);  // (n, d), head j = columns j*dk ..
-    var k = matmul(x, layer.W_K, n, d, d);
-    var v = matmul(x, layer.W_V, n, d, d);
+    // (n, d) each, head j = columns j*dk ..; the same for every setting of the controls while
+    // the layer's input is (layer 1 reads the embeddings): kept with the layer until it changes.
+    if (layer.input !== x) {
+      layer.input = x;
+      layer.q = matmul(x, layer.W_Q, n, d, d);
+      layer.k = matmul(x, layer.W_K, n, d, d);
+      layer.v = matmul(x, layer.W_V, n, d, d);
+    }
+    var q = layer.q, k = layer.k, v = layer.v;
     var concat = new Float64Array(n * d);
     var out = {x: x, q: [], k: [], v: [], scores: [], weights: [], heads: [], scale: scale, dk: dk};
     for (var j = 0; j < h; j++) {
@@ -583,6 +589,31 @@
     ctx.putImageData(image, 0, 0);
   };
 
+  var hatchTile = null;  // {palette, ratio, pattern}: a 4 px square of the hatch's lines
+  /** The hatch of hidden cells: lines rising at 45 degrees every 4 CSS px, as a pattern. */
+  function hatching(ctx, ratio) {
+    if (!hatchTile || hatchTile.palette !== palette || hatchTile.ratio !== ratio) {
+      var size = Math.max(2, Math.round(4 * ratio));
+      var tile = el("canvas", {width: String(size), height: String(size)});
+      var tileCtx = tile.getContext("2d");
+      tileCtx.strokeStyle = palette.hatch;
+      tileCtx.lineWidth = ratio;
+      tileCtx.beginPath();
+      for (var k = -size; k <= size; k += size) {  // the line and its neighbours' ends
+        tileCtx.moveTo(k, size);
+        tileCtx.lineTo(k + size, 0);
+      }
+      tileCtx.stroke();
+      var pattern = ctx.createPattern(tile, "repeat");
+      // The tile is in device pixels; a heatmap draws in CSS pixels (its transform: ratio).
+      if (pattern.setTransform) {
+        pattern.setTransform(new DOMMatrix([1 / ratio, 0, 0, 1 / ratio, 0, 0]));
+      }
+      hatchTile = {palette: palette, ratio: ratio, pattern: pattern};
+    }
+    return hatchTile.pattern;
+  }
+
   /** The grid, the hidden cells (hatched, with a dash) and the lines between heads' columns. */
   Heatmap.prototype.paintGrid = function (ratio) {
     var xs = this.xs, ys = this.ys, n = this.n, m = this.m, visible = this.visible;
@@ -595,23 +626,12 @@
     ctx.clearRect(-1, -1, xs[m] + 2, ys[n] + 2);
     var hidden = [];
     if (visible) for (i = 0; i < n * m; i++) if (!visible[i]) hidden.push(i);
-    if (hidden.length) {
-      ctx.save();
-      ctx.beginPath();
+    if (hidden.length) {  // hatched, with a dash
+      ctx.fillStyle = hatching(ctx, ratio);
       hidden.forEach(function (index) {
         var r = Math.floor(index / m), c = index % m;
-        ctx.rect(xs[c], ys[r], xs[c + 1] - xs[c], ys[r + 1] - ys[r]);
+        ctx.fillRect(xs[c], ys[r], xs[c + 1] - xs[c], ys[r + 1] - ys[r]);
       });
-      ctx.clip();
-      ctx.beginPath();
-      for (var k = -ys[n]; k < xs[m]; k += 4) {
-        ctx.moveTo(k, ys[n]);
-        ctx.lineTo(k + ys[n], 0);
-      }
-      ctx.strokeStyle = palette.hatch;
-      ctx.lineWidth = 1;
-      ctx.stroke();
-      ctx.restore();
       ctx.fillStyle = palette.dash;
       hidden.forEach(function (index) {
         var r = Math.floor(index / m), c = index % m, w = xs[c + 1] - xs[c];
@@ -755,7 +775,7 @@
 
     var context = {
       data: data, words: words, terms: terms, tokens: tokens, n: n, d: d, dims: dims,
-      headTitle: headTitle, headHue: headHue,
+      headTitle: headTitle, headHue: headHue, rehearse: rehearseSoon,
       layerTitle: function (layer, what) {
         return fill(words.layer_n, {layer: layer}) + " · " + what;
       },
@@ -798,17 +818,22 @@
     /**
      * A reader's first change should be as quick as the next ones, but the browser compiles a
      * function to fast code only once it has run a few times. So, in idle time once a part is
-     * built, the board rehearses: it goes through other settings (each mask in turn, another
+     * built (and once the forward pass shows another stage), the board rehearses: it goes through other settings (each mask in turn, another
      * temperature; the number of heads kept), one in each idle time, and back to the reader's
      * in the same task: nothing of it is ever painted, and the board is left as it was.
      */
+    var rehearsals = 0;  // rehearsals waiting for idle time
     function rehearseSoon() {
+      if (rehearsals) return;  // those waiting will do
       var kinds = Object.keys(data.masks), count = data.temperatures.length;
       for (var round = 0; round < REHEARSALS; round++) {
         kinds.forEach(function (kind, i) {
+          var shift = 5 * round + 3 * i + 1;
+          rehearsals += 1;
           later(function () {
+            rehearsals -= 1;
             var s = {heads: state.heads, mask: kind, window: state.window, padding: state.padding,
-                     temperature: (state.temperature + 5 * round + 3 * i + 1) % count};
+                     temperature: (state.temperature + shift) % count};
             draw(compute(s), s);
             draw(trace, state);
           });
@@ -1207,6 +1232,7 @@
       this.shownStage = stage;
       holder.replaceChildren();
       this.prebuild();
+      context.rehearse();  // the new stage's code, compiled before the reader's next change
     }
     if (view.node.parentNode !== holder) holder.append(view.node);
     for (var child = holder.firstElementChild; child; child = child.nextElementSibling) {

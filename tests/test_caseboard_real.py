@@ -479,6 +479,32 @@ def test_without_its_data_the_board_keeps_the_figure_and_says_so(browser, base_u
 
 
 @pytest.mark.parametrize("lang", PAGES)
+def test_the_boards_scripts_are_asked_for_after_the_page_is_parsed(browser, base_url, lang):
+    """overrides/caseboard.html: the boards' scripts are asked for in a frame after the page has
+    been parsed (DOMContentLoaded), so the page is laid out and painted with its static figures
+    first; as deferred scripts they were asked for while it was parsed, and ran in the task
+    that first laid it out, which then waited for them. Both scripts still run."""
+    context = open_context(browser)
+    try:
+        page = context.new_page()
+        page.goto(base_url + PAGES[lang], wait_until="load")
+        page.wait_for_selector(LIVE)  # caseboard-real.js ran
+        page.wait_for_function("() => performance.getEntriesByType('resource').some("
+                               "r => r.name.endsWith('caseboard-lab.js') && r.responseEnd > 0)")
+        timing = page.evaluate("""() => ({
+            parsed: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
+            scripts: performance.getEntriesByType('resource')
+                .filter(r => /caseboard-(real|lab)\\.js$/.test(r.name))
+                .map(r => r.startTime)})""")
+        assert len(timing["scripts"]) == 2
+        assert min(timing["scripts"]) >= timing["parsed"] > 0
+        assert page.locator("script[src*='caseboard-']").count() == 2  # added by the loader
+        assert page.locator("script[defer][src*='caseboard-']").count() == 0
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("lang", PAGES)
 def test_no_console_errors_and_no_request_off_the_site(desk, phone, base_url, lang):
     for board in (desk(lang), phone(lang)):
         assert board.visit.errors == []

@@ -39,8 +39,8 @@ from .terms import LANGUAGES, term
 
 __all__ = ["Sentence", "SENTENCES", "MODELS", "BUDGET", "LAB_HEADS", "LAB_D_MODEL", "LAB_LAYERS",
            "LAB_SEED", "TEMPERATURES", "MASKS", "quantise", "dequantise", "real_heads",
-           "lab_scale", "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index", "lab_files",
-           "real_files", "files", "WORDS"]
+           "lab_scale", "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index",
+           "lab_files", "real_files", "files", "WORDS"]
 
 
 @dataclass(frozen=True)

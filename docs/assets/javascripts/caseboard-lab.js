@@ -334,7 +334,9 @@
   /** A CSS colour as [r, g, b] (0..255), as a canvas paints it. */
   function rgb(colour) {
     if (rgbCache[colour]) return rgbCache[colour];
-    if (!probe) probe = document.createElement("canvas").getContext("2d", {willReadFrequently: true});
+    if (!probe) {
+      probe = document.createElement("canvas").getContext("2d", {willReadFrequently: true});
+    }
     probe.clearRect(0, 0, 1, 1);
     probe.fillStyle = "#000";
     probe.fillStyle = colour;
@@ -397,10 +399,11 @@
     table.style.setProperty("--m", String(m));
     this.table = table;
     mapOfTable.set(table, this);
-    this.swatch = el("span", {className: "cblab-swatch", "aria-hidden": "true"});
-    this.captionText = document.createTextNode("");
-    table.append(el("caption", null, [this.swatch, this.captionText]));
-    this.setTitle(spec.caption, spec.hue);
+    this.hue = spec.hue || "";  // the detective's colour, by the caption and on the cells
+    this.captionText = document.createTextNode(spec.caption);
+    var swatch = el("span", {className: "cblab-swatch", "aria-hidden": "true", hidden: !spec.hue});
+    swatch.style.backgroundColor = this.hue;
+    table.append(el("caption", null, [swatch, this.captionText]));
 
     var corner = el("td", {className: "cblab-corner"});
     var headRow = el("tr", null, spec.groups ? [] : [corner]);
@@ -452,13 +455,6 @@
   Heatmap.prototype.sighted = function (onScreen) {
     this.onScreen = onScreen;
     if (onScreen && this.stale) this.draw();
-  };
-
-  Heatmap.prototype.setTitle = function (caption, hue) {
-    if (this.captionText.nodeValue !== caption) this.captionText.nodeValue = caption;
-    this.hue = hue || "";
-    this.swatch.style.backgroundColor = this.hue;
-    this.swatch.hidden = !hue;
   };
 
   /** Measures where the cells are (after layout: in the ResizeObserver's callback). */
@@ -805,37 +801,47 @@
       return view;
     }
 
-    function draw(trace, s) {
-      if (lab) lab.update(trace, s);
-      if (forward) forward.update(trace, s);
+    /** Both parts (those built) show ``result``, the layers computed for the controls ``s``. */
+    function updateViews(result, s) {
+      if (lab) lab.update(result, s);
+      if (forward) forward.update(result, s);
     }
 
     function onChange() {
+      changes += 1;
       trace = compute(state);
-      draw(trace, state);
+      updateViews(trace, state);
     }
 
     /**
      * A reader's first change should be as quick as the next ones, but the browser compiles a
      * function to fast code only once it has run a few times. So, in idle time once a part is
-     * built (and once the forward pass shows another stage), the board rehearses: it goes through other settings (each mask in turn, another
-     * temperature; the number of heads kept), one in each idle time, and back to the reader's
-     * in the same task: nothing of it is ever painted, and the board is left as it was.
+     * built (and once the forward pass shows another stage), the board rehearses: it goes
+     * through other settings (each mask in turn, another temperature; the number of heads
+     * kept), one in each idle time, and back to the reader's in the same task: nothing of it
+     * is ever painted, and the board is left as it was. A change of the controls drops what
+     * is still waiting of it.
      */
-    var rehearsals = 0;  // rehearsals waiting for idle time
+    var changes = 0;        // the reader's changes of the controls so far
+    var rehearsal = null;   // the last rehearsal asked for: {since: changes, left: its steps}
     function rehearseSoon() {
-      if (rehearsals) return;  // those waiting will do
+      if (rehearsal && rehearsal.left && rehearsal.since === changes) return;  // it will do
+      var mine = rehearsal = {since: changes, left: 0};
       var kinds = Object.keys(data.masks), count = data.temperatures.length;
       for (var round = 0; round < REHEARSALS; round++) {
         kinds.forEach(function (kind, i) {
           var shift = 5 * round + 3 * i + 1;
-          rehearsals += 1;
+          mine.left += 1;
           later(function () {
-            rehearsals -= 1;
+            mine.left -= 1;
+            // Once the reader moves a control, their own changes compile the code: the steps
+            // still waiting are dropped, and never come between a change and what follows it
+            // in idle time (the cells' labels).
+            if (mine.since !== changes) return;
             var s = {heads: state.heads, mask: kind, window: state.window, padding: state.padding,
                      temperature: (state.temperature + shift) % count};
-            draw(compute(s), s);
-            draw(trace, state);
+            updateViews(compute(s), s);
+            updateViews(trace, state);
           });
         });
       }

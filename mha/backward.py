@@ -43,8 +43,10 @@ def softmax_backward(p, dp, axis: int = -1) -> np.ndarray:
     -------
     ndarray of the same shape as ``p``
         ``dx = p * (dp - sum(p * dp, axis))``, in the dtype NumPy's promotion gives ``p`` and
-        ``dp``. A slice of ``p`` that is all zeros (a fully masked query) gets a gradient of
-        exactly zero, never NaN; so does every entry where ``p`` is 0 (a hidden key).
+        ``dp`` (float16 is computed in float32 and rounded once at the end, as `mha.softmax`
+        sums). A slice of ``p`` that is all zeros (a fully masked query) gets a gradient of
+        exactly zero, never NaN; so does every entry where ``p`` is 0 (a hidden key). Only a
+        gradient beyond the dtype's range is refused, not a step on the way to it.
 
     Raises
     ------
@@ -83,13 +85,20 @@ def softmax_backward(p, dp, axis: int = -1) -> np.ndarray:
     if p.shape != dp.shape:
         raise ValueError(f"p and dp must have the same shape, got p {p.shape} and dp {dp.shape}")
     axis = check_axis(axis, p.shape, "p")
-    p_last = np.ascontiguousarray(np.moveaxis(p, axis, -1))          # the softmax axis last
-    dx = np.array(np.moveaxis(dp, axis, -1), dtype=np.result_type(p, dp), order="C")  # a copy
+    dtype = np.result_type(p, dp)
+    work = np.float32 if dtype.itemsize < 4 else dtype  # float16 in float32, as softmax sums
+    p_last = np.ascontiguousarray(np.moveaxis(p, axis, -1), dtype=work)  # the softmax axis last
+    dx = np.array(np.moveaxis(dp, axis, -1), dtype=work, order="C")     # a copy to overwrite
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
         row = np.einsum("...i,...i->...", p_last, dx)[..., None]      # sum_i p_i dp_i
         _softmax_grad(dx, p_last, row)                                # p_j (dp_j - row)
+        if not all_finite(dx):  # dp_j - row can overflow where p_j (dp_j - row) fits
+            dp_last = np.moveaxis(dp, axis, -1).astype(work)
+            dx = p_last * dp_last
+            dx -= p_last * row                                        # p_j dp_j - p_j row
+        dx = dx.astype(dtype, copy=False)
     if not all_finite(dx):
-        raise overflow_error("the softmax gradient", dx.dtype, p=p.shape, dp=dp.shape)
+        raise overflow_error("the softmax gradient", dtype, p=p.shape, dp=dp.shape)
     return np.moveaxis(dx, -1, axis)
 
 
@@ -196,7 +205,15 @@ def _attention_backward_from_weights(q, k, v, weights, out, d_out, scale):
     ``rowsum(P * dP)`` is computed as ``rowsum(O * dO)`` (the same number, since
     ``O = P V`` and ``dP = dO V^T``: ``d_v`` products per query instead of ``n_k``), and the scale
     multiplies ``K`` and ``Q`` (``n d`` entries) rather than ``dS`` (``n^2``).
+
+    float16 is computed in float32 and rounded once at the end, as `mha.softmax` sums: ``dP``
+    and ``rowsum(P dP)`` can exceed float16's range where the gradients do not.
     """
+    dtype = np.result_type(q, k, v, weights, out, d_out)
+    if dtype.itemsize < 4:
+        q, k, v, weights, out, d_out = (a.astype(np.float32) for a in
+                                        (q, k, v, weights, out, d_out))
+        scale = np.float32(scale)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
         dv = np.swapaxes(weights, -1, -2) @ d_out           # (..., n_k, n_q) x (..., n_q, d_v)
         ds = d_out @ np.swapaxes(v, -1, -2)                  # dP: (..., n_q, d_v) x (..., d_v, n_k)
@@ -204,6 +221,7 @@ def _attention_backward_from_weights(q, k, v, weights, out, d_out, scale):
         _softmax_grad(ds, weights, row)                      # dS = P (dP - row), in place
         dq = ds @ (k * scale)                                # (..., n_q, n_k) x (..., n_k, d_k)
         dk = np.swapaxes(ds, -1, -2) @ (q * scale)           # (..., n_k, n_q) x (..., n_q, d_k)
+        dq, dk, dv = (a.astype(dtype, copy=False) for a in (dq, dk, dv))
     for name, grad in (("dq", dq), ("dk", dk), ("dv", dv)):
         if not all_finite(grad):
             raise overflow_error(f"the attention gradient {name}", grad.dtype, q=q.shape,

@@ -7,6 +7,8 @@ each new token only adds its own. Queries are not kept: a past query is never us
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 __all__ = ["KVCache"]
@@ -48,6 +50,15 @@ class KVCache:
     cached keep the keys and values the old weights gave them (start a new cache to recompute
     them).
 
+    One cache holds one sequence. Calls that share a cache from several threads run one at a
+    time (the cache holds a lock for the whole call), so each call appends its tokens after
+    those of the calls that finished before it, and a call that fails takes back only its own
+    tokens; which thread's tokens come first is up to the scheduler, so give each sequence, and
+    each thread generating one, its own cache. ``copy.copy`` and ``copy.deepcopy`` give an
+    independent fork: both can then be extended without touching the other (to try several
+    continuations of one prompt). A pickled cache holds the cached tokens and nothing more, and
+    unpickles into a working cache.
+
     Examples
     --------
     >>> import numpy as np
@@ -67,6 +78,35 @@ class KVCache:
         self._v = None          # (..., kv_heads, capacity, d_v)
         self._length = 0
         self._layout = None     # (batch shape, kv_heads, d_k, d_v, dtype) of the first use
+        self._lock = threading.RLock()  # held by MultiHeadAttention.forward for a whole call
+
+    # ---- copies and pickles: the cached tokens only, in arrays of their own ----
+
+    def __getstate__(self) -> dict:
+        with self._lock:
+            if self._k is None:
+                keys = values = None
+            else:  # copies of the cached tokens: not the spare capacity, never shared
+                keys, values = (np.array(a[..., :self._length, :]) for a in (self._k, self._v))
+            return {"layout": self._layout, "keys": keys, "values": values}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+        self._layout = state["layout"]
+        if state["keys"] is not None:
+            self._k, self._v = (np.require(state[name], requirements="W")  # (..., heads, n, d)
+                                for name in ("keys", "values"))
+            self._length = self._k.shape[-2]
+
+    def __copy__(self) -> KVCache:
+        """An independent fork (see the class's Notes): the arrays are copied, not shared."""
+        fork = type(self).__new__(type(self))
+        fork.__setstate__(self.__getstate__())
+        return fork
+
+    def __deepcopy__(self, memo) -> KVCache:
+        memo[id(self)] = fork = self.__copy__()  # arrays, a layout, a length: nothing deeper
+        return fork
 
     def __len__(self) -> int:
         return self._length
@@ -80,17 +120,20 @@ class KVCache:
 
     @property
     def keys(self) -> np.ndarray:
-        return self._view(self._k)
+        with self._lock:  # not halfway through another thread's call
+            return self._view(self._k)
 
     @property
     def values(self) -> np.ndarray:
-        return self._view(self._v)
+        with self._lock:
+            return self._view(self._v)
 
     @property
     def nbytes(self) -> int:
-        if self._k is None:
-            return 0
-        return self._view(self._k).nbytes + self._view(self._v).nbytes
+        with self._lock:
+            if self._k is None:
+                return 0
+            return self._view(self._k).nbytes + self._view(self._v).nbytes
 
     def _view(self, array):
         if array is None:

@@ -29,16 +29,27 @@ __all__ = ["sinusoidal_positions", "rope", "halves_order"]
 
 
 def _check_base(base) -> float:
-    """``base`` as a Python float: a finite real number > 0."""
+    """``base`` as a Python float: a finite real number >= 1.
+
+    Pair ``i`` turns by ``base ** (-2i / d)`` radians per position. A base >= 1 keeps every
+    pair at or below pair 0's one radian, so no angle exceeds its position; below 1 the later
+    pairs turn faster and faster (``base=1e-10``: by up to 1e10 radians a position, so that
+    neighbours are no longer told apart), and a tiny base makes the angles overflow to inf and
+    the table NaN.
+    """
     if isinstance(base, (bool, np.bool_)) or not isinstance(base, numbers.Real):
         raise TypeError(f"base must be a real number, got {base!r} of type {type(base).__name__}")
     try:
         value = float(base)
     except OverflowError:  # a Python int beyond any float
         value = float("inf")
-    if not (np.isfinite(value) and value > 0):
-        shown = repr(base) if len(repr(base)) <= 40 else f"an integer of {len(str(base))} digits"
-        raise ValueError(f"base must be a finite number > 0, got {shown}")
+    if not (np.isfinite(value) and value >= 1):
+        shown = str(base) if isinstance(base, (int, np.integer)) else repr(value)  # 5e-324
+        if len(shown) > 40:
+            shown = f"an integer of {len(shown)} digits"
+        raise ValueError(f"base must be a finite number >= 1 (pair i turns by "
+                         f"base ** (-2i / d) radians per position: below 1 the later pairs "
+                         f"turn ever faster, and their angles overflow), got {shown}")
     return value
 
 
@@ -80,7 +91,8 @@ def sinusoidal_positions(n: int, d_model: int, *, base: float = 10000.0) -> np.n
     d_model : int
         Width of each row; must be even (sin and cos come in pairs).
     base : float, default 10000.0
-        Sets the longest wavelength, ``2 pi base``.
+        Sets the longest wavelength, ``2 pi base``; at least 1 (the wavelengths run from
+        ``2 pi``, pair 0's, up to it).
 
     Returns
     -------
@@ -92,7 +104,7 @@ def sinusoidal_positions(n: int, d_model: int, *, base: float = 10000.0) -> np.n
     TypeError
         If ``n`` or ``d_model`` is not an integer, or ``base`` is not a real number.
     ValueError
-        If ``n`` < 0, ``d_model`` < 1 or odd, or ``base`` is not finite and > 0.
+        If ``n`` < 0, ``d_model`` < 1 or odd, or ``base`` is not a finite number >= 1.
 
     Notes
     -----
@@ -172,8 +184,8 @@ def rope(x, positions=None, *, base: float = 10000.0) -> np.ndarray:
         or ``base`` is not a real number.
     ValueError
         If ``x`` has fewer than 2 dimensions or holds NaN or inf, ``d`` is odd, ``positions`` has
-        the wrong shape or is not finite, ``base`` is not finite and > 0, or the result
-        overflows ``x``'s dtype.
+        the wrong shape or is not finite, ``base`` is not a finite number >= 1, or the
+        result overflows ``x``'s dtype.
 
     Notes
     -----

@@ -20,6 +20,7 @@ from helpers import (BAD_QKV, K, Q, V, attention_inputs, bad_arrays, in_threads,
                      no_warnings, numeric_gradient)
 from mha import (MultiHeadAttention, attention_backward, scaled_dot_product_attention, softmax,
                  softmax_backward)
+from tolerance import assert_within, gamma
 
 GOLDEN = np.load(Path(__file__).parent / "golden" / "backward.npz")
 GOLDEN_TOL = {np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12},
@@ -285,7 +286,9 @@ def test_softmax_backward_of_a_zero_row_is_zero_and_ignores_a_shift_of_dp():
     np.testing.assert_allclose(softmax_backward(p, dp + shift), dx, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dx.sum(axis=-1), 0.0, atol=1e-14)  # softmax sums to 1: no net
     dx0 = softmax_backward(p.T, dp.T, axis=0)  # the axis is honoured
-    np.testing.assert_allclose(dx0, dx.T, rtol=1e-15, atol=0)
+    # the same sums along another axis, maybe in another order: dx = p * (dp - sum(p * dp)),
+    # so each side errs by ~gamma(6 + 2) * p * (|dp| + sum |p * dp|) (tests/tolerance.py)
+    assert_within(dx0, dx.T, 2 * gamma(6 + 2) * p.T * (np.abs(dp.T) + (p * np.abs(dp)).sum(-1)))
 
 
 def test_backward_of_the_output_itself_is_the_gradient_of_half_its_squared_norm():
@@ -407,8 +410,10 @@ def test_an_overflowing_gradient_is_a_value_error_never_inf(dtype, big):
                                       r"\(q \(4, 4\), k \(4, 4\), v \(4, 4\)\).*scale them down"):
         attention_backward(q, k, v, d_out)
     with no_warnings(), pytest.raises(ValueError, match=rf"overflowed {np.dtype(dtype).name}"):
-        # (for a true softmax |dx| <= max|dp| / 2; p = 1 everywhere is no softmax, but allowed)
-        softmax_backward(np.ones((2, 2), dtype), np.full((2, 2), big, dtype))
+        # (for a true softmax |dx| <= max|dp| / 2; p = 1 everywhere is no softmax, but allowed:
+        # dx_0 = dp_0 - (dp_0 + dp_1 + dp_2) = 2 big)
+        softmax_backward(np.ones((2, 3), dtype), np.tile(np.array([big, -big, -big], dtype),
+                                                          (2, 1)))
     layer = MultiHeadAttention(4, 2, seed=0)
     with no_warnings(), pytest.raises(ValueError, match=rf"overflowed {np.dtype(dtype).name} "
                                       r"\(.*\).*scale them down"):
@@ -494,3 +499,80 @@ def test_layer_backward_of_no_tokens_is_zero_for_every_weight(cross):
         assert grads["context"].shape == (2, 3, 8) and not grads["context"].any()
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         assert grads[name].shape == getattr(layer, name).shape and not grads[name].any()
+
+
+# ---- found by outside tests: float16 steps, extreme gradients, context=x ------------------------
+
+def test_softmax_backward_in_float16_survives_an_intermediate_beyond_float16():
+    """dp_j - sum_i p_i dp_i reaches 1.2e5 here, beyond float16's 65504, while the gradient is
+    about 110: computed in float32 (as softmax sums float16), it is that gradient, rounded once."""
+    p = softmax(np.array([0.0, -7.0], np.float16))            # [0.99909, 0.000911]
+    dp = np.array([-6e4, 6e4], np.float16)
+    with no_warnings():
+        dx = softmax_backward(p, dp)
+    assert dx.dtype == np.float16
+    exact = p.astype(np.float64) * (dp - (p.astype(np.float64) * dp).sum())   # about +-109
+    assert np.abs(exact).max() > 100
+    np.testing.assert_array_max_ulp(dx, exact.astype(np.float16), maxulp=1)
+    # the same along another axis of a batch, and with float32 dp (float32 then, no detour)
+    batch = np.stack([p, p[::-1]], axis=1)                     # (2, 2), softmax along axis 0
+    out = softmax_backward(batch, np.stack([dp, dp[::-1]], axis=1), axis=0)
+    np.testing.assert_array_equal(out, np.stack([dx, dx[::-1]], axis=1))
+    assert softmax_backward(p, dp.astype(np.float32)).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_backward_near_the_largest_float_refuses_only_a_gradient_that_overflows(dtype):
+    """|dp| near the dtype's largest number: dp_j - row overflows, p_j (dp_j - row) does not."""
+    big = np.finfo(dtype).max / 1.06
+    p = softmax(np.array([0.0, -7.0], dtype))
+    dp = np.array([-big, big], dtype)
+    with no_warnings():
+        dx = softmax_backward(p, dp)
+    assert dx.dtype == dtype
+    # The gradient is linear in dp, and a power of two scales it exactly: the reference runs
+    # far from the overflow. Both sums have a rounding error of a few eps * |dp|.
+    reference = softmax_backward(p, dp * dtype(2.0**-20)) * dtype(2.0**20)
+    assert np.all(np.abs(dx - reference) <= 8 * np.finfo(dtype).eps * big)
+    # For a true softmax |dx| <= max|dp| / 2: only a p that is none can make it overflow.
+    with pytest.raises(ValueError, match=r"the softmax gradient overflowed"):
+        softmax_backward(np.ones(3, dtype), np.array([big, -big, -big], dtype))   # 2 big
+
+
+def test_attention_backward_in_float16_survives_intermediates_beyond_float16():
+    """dP = dO V^T reaches 1.9e5 here and rowsum(O dO) 8e4, while every gradient fits float16."""
+    rng = np.random.default_rng(0)
+    q, k, v = (2 * a for a in rng.normal(size=(3, 4, 8)).astype(np.float16))
+    v = v * np.float16(5)
+    d_out = (rng.normal(size=(4, 8)) * 3000).astype(np.float16)
+    with no_warnings():
+        grads = attention_backward(q, k, v, d_out)
+    exact = attention_backward(*(a.astype(np.float64) for a in (q, k, v, d_out)))
+    for name, grad, want in zip(("dq", "dk", "dv"), grads, exact):
+        assert grad.dtype == np.float16, name
+        # The float16 forward rounds P and O (u = 2^-11 relative each); through
+        # dS = P (dP - rowsum(O dO)) that is a few u of the largest terms, here of the size of
+        # the largest gradient (2.8 u measured for dq); then one rounding to float16.
+        u = 2.0**-11
+        bound = u * np.abs(want) + 8 * u * np.abs(want).max()
+        assert np.all(np.abs(grad - want) <= bound), name
+
+
+@pytest.mark.parametrize("lead", [(), (2,)])
+def test_backward_with_context_x_is_cross_attention_whichever_array_context_is(lead):
+    """context=x and context=x.copy() are the same arguments: both get the key/value path apart
+    in "context" (it was None for context=x, whose sum then hid in "x"); no context at all is
+    self-attention, whose "x" is the sum of the two paths."""
+    rng = np.random.default_rng(5)
+    layer = MultiHeadAttention(8, 2, kv_heads=1, seed=3)
+    x, d_out = rng.normal(size=(2,) + lead + (5, 8))
+    mask = np.tril(np.ones((5, 5), bool))
+    same = layer.backward(x, d_out, mask, context=x)
+    copied = layer.backward(x, d_out, mask, context=x.copy())
+    assert same["context"] is not None and same["context"].shape == x.shape
+    for name in GRADIENTS:  # the forward took another path (one fused product): rounding only
+        np.testing.assert_allclose(same[name], copied[name], rtol=1e-12, atol=1e-14,
+                                   err_msg=name)
+    own = layer.backward(x, d_out, mask)
+    assert own["context"] is None
+    np.testing.assert_allclose(own["x"], same["x"] + same["context"], rtol=1e-12, atol=1e-14)

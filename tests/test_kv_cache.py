@@ -10,6 +10,9 @@ products changes; float32 to the tolerances of tests/helpers.py. Finite differen
 tests/test_backward.py (central, step 1e-6, agreeing to ~1e-9).
 """
 
+import copy
+import pickle
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -652,3 +655,107 @@ def test_backward_with_kv_heads_equals_the_repeated_layer_summed_over_each_group
     for name in ("W_K", "W_V"):
         summed = full[name].reshape(12, 2, 3, -1).sum(axis=2)  # (d_model, kv, group, d) -> kv
         np.testing.assert_allclose(grads[name], summed, rtol=1e-12, atol=1e-13)
+
+
+# ---- copies, pickles and threads ----------------------------------------------------------------
+
+def pickled(cache: KVCache) -> KVCache:
+    return pickle.loads(pickle.dumps(cache))
+
+
+@pytest.mark.parametrize("fork", [copy.copy, copy.deepcopy, pickled])
+def test_a_copy_is_an_independent_fork(fork):
+    """Two continuations of one prompt: each copy goes on as a cache of its own would, and
+    neither touches the other's keys and values (copy.copy shared the arrays once, so that the
+    second continuation overwrote the first's)."""
+    layer = MultiHeadAttention(16, 4, kv_heads=2, seed=0)
+    rng = np.random.default_rng(0)
+    prompt, a, b = rng.normal(size=(3, 16)), rng.normal(size=(2, 16)), rng.normal(size=(2, 16))
+    cache = KVCache()
+    layer(prompt, cache=cache)  # 3 tokens in an array with room for 16
+    copied = fork(cache)
+    assert type(copied) is KVCache and repr(copied) == repr(cache)
+    np.testing.assert_array_equal(copied.keys, cache.keys)
+    np.testing.assert_array_equal(copied.values, cache.values)
+    out_b = layer(b, cache=copied)      # the copy goes on with b ...
+    out_a = layer(a, cache=cache)       # ... the original with a, into the same slots
+    for x, out, c in ((a, out_a, cache), (b, out_b, copied)):
+        full = np.concatenate([prompt, x])
+        np.testing.assert_array_equal(out, layer(x, cache=run_in_chunks(layer, prompt, [3])[1]))
+        np.testing.assert_allclose(out, layer(full, causal(5))[3:], rtol=1e-12, atol=1e-14)
+        fresh = run_in_chunks(layer, full, [3, 2])[1]
+        np.testing.assert_array_equal(c.keys, fresh.keys)
+        np.testing.assert_array_equal(c.values, fresh.values)
+
+
+def test_a_pickled_cache_holds_its_tokens_and_nothing_else():
+    """Not the spare capacity, uninitialised memory that may hold anything the process had."""
+    layer = MultiHeadAttention(64, 8, kv_heads=8, seed=0)
+    x = np.random.default_rng(0).normal(size=(2, 64))
+    cache = KVCache()
+    layer(x[:1], cache=cache)       # one token, in arrays with room for 16
+    assert cache.nbytes == 2 * 8 * 8 * 8
+    size = len(pickle.dumps(cache))
+    assert cache.nbytes < size < cache.nbytes + 1000    # the 16 tokens' room would be 16 KiB
+    restored = pickled(cache)
+    assert len(restored) == 1 and restored.nbytes == cache.nbytes
+    np.testing.assert_array_equal(restored.keys, cache.keys)
+    np.testing.assert_array_equal(layer(x[1:], cache=restored), layer(x[1:], cache=cache))
+    assert len(restored) == 2
+    np.testing.assert_array_equal(restored.keys, cache.keys)
+    empty = pickled(KVCache())
+    assert len(empty) == 0 and empty.nbytes == 0 and repr(empty) == "KVCache(empty)"
+    np.testing.assert_array_equal(layer(x, cache=empty), layer(x, causal(2)))
+
+
+def test_a_failed_call_in_one_thread_never_undoes_another_threads_token():
+    """One cache, two threads: a call that overflows while another thread's call appends its
+    token must take back only its own token. Before the cache was locked for the length of a
+    call, the failed call truncated the cache to its own start, the other thread's token too."""
+    layer = MultiHeadAttention(16, 4, kv_heads=2, seed=0)
+    x = np.random.default_rng(0).normal(size=(4, 16)).astype(np.float16)
+    huge = np.full((2, 16), 6e4, np.float16)   # overflows float16 after its append
+    appended, other_done = threading.Event(), threading.Event()
+
+    class PausingCache(KVCache):
+        """Holds the failing call between its append and its failure for up to 0.5 s: time
+        for the other thread's whole call, unless the cache makes it wait."""
+
+        def _append(self, k, v):
+            out = super()._append(k, v)
+            if threading.current_thread().name == "failing":
+                appended.set()
+                other_done.wait(timeout=0.5)
+            return out
+
+    cache, twin = PausingCache(), KVCache()
+    layer(x[:3], cache=cache)
+    layer(x[:3], cache=twin)
+    expected = layer(x[3:], cache=twin)  # the good token, on a cache without the failed call
+    errors, outputs = [], []
+
+    def failing():
+        try:
+            layer(huge, cache=cache)
+        except ValueError as error:
+            errors.append(error)
+
+    def good():
+        appended.wait(timeout=5)
+        try:
+            outputs.append(layer(x[3:], cache=cache))
+        except ValueError as error:  # it saw the failing call's token (an unlocked cache)
+            outputs.append(error)
+        finally:
+            other_done.set()
+
+    threads = [threading.Thread(target=failing, name="failing"), threading.Thread(target=good)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(errors) == 1 and "overflowed float16" in str(errors[0])
+    assert len(cache) == 4 and len(outputs) == 1
+    np.testing.assert_array_equal(outputs[0], expected)
+    np.testing.assert_array_equal(cache.keys, twin.keys)
+    np.testing.assert_array_equal(cache.values, twin.values)

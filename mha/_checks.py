@@ -140,11 +140,14 @@ def as_float_array(value, name: str, *, finite: bool = True) -> np.ndarray:
             f"got dtype {array.dtype} with shape {array.shape}"
         )
     if finite and not np.isfinite(array).all():
-        raise ValueError(
-            f"{name} must contain only finite values, got NaN or inf in an array of shape "
-            f"{array.shape}"
-        )
+        raise nonfinite_error(name, array.shape)
     return array
+
+
+def nonfinite_error(name: str, shape: tuple[int, ...]) -> ValueError:
+    """The error for an input ``name`` of ``shape`` that holds NaN or inf."""
+    return ValueError(f"{name} must contain only finite values, got NaN or inf in an array of "
+                      f"shape {shape}")
 
 
 def check_ndim(array: np.ndarray, name: str, allowed: tuple[int, ...], meaning: str) -> None:
@@ -366,12 +369,34 @@ def check_tokens(x, context, d_model: int) -> tuple[np.ndarray, np.ndarray]:
     return x, context
 
 
-def check_weight(value, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """A layer's weight (read on every call, never cached), checked against ``shape``."""
-    w = as_float_array(value, name)
+def check_weight(value, name: str, shape: tuple[int, ...], *, finite: bool = True) -> np.ndarray:
+    """A layer's weight (read on every call, never cached), checked against ``shape``.
+
+    With ``finite`` False its entries are not read: the caller checks what it computes from the
+    weight instead and calls `nonfinite_weight` when that is not finite.
+    """
+    w = as_float_array(value, name, finite=finite)
     if w.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {w.shape}")
     return w
+
+
+def nonfinite_weight(weights: dict[str, np.ndarray]) -> ValueError | None:
+    """The error `check_weight` raises for the first of ``weights`` (name -> array) that holds
+    NaN or inf, or None if all are finite.
+
+    For callers that read a layer's weights through only when a result computed from them is
+    not finite: a NaN or inf in a weight makes every product that reads it NaN or inf (IEEE
+    arithmetic: ``0 * inf`` and ``0 * nan`` are NaN), so a finite result clears the weights it
+    read, and a result that is not finite is blamed on a weight before an overflow. (A BLAS
+    that skipped exact zeros of its input would let a bad weight that meets only zeros pass,
+    with a result that does not depend on it; OpenBLAS, which NumPy's wheels for Linux and
+    Windows use, does not skip them.)
+    """
+    for name, w in weights.items():
+        if not all_finite(w):
+            return nonfinite_error(name, w.shape)
+    return None
 
 
 # ---- results --------------------------------------------------------------------------------

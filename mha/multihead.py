@@ -11,7 +11,7 @@ import numpy as np
 
 from ._checks import (all_finite, as_float_array, as_visible_mask, check_flag, check_kv_heads,
                       check_scale, check_seed, check_sizes, check_tokens, check_weight,
-                      overflow_error)
+                      nonfinite_weight, overflow_error)
 from .attention import _attend
 from .backward import _attention_backward_from_weights
 from .cache import KVCache
@@ -145,8 +145,12 @@ class MultiHeadAttention:
         ``i * d_v`` to ``(i + 1) * d_v``).
 
     The weights are ordinary float64 arrays, drawn with Glorot initialisation
-    (`glorot_normal`); there are no biases. Read or overwrite them at any time: every call
-    uses their current values (nothing is cached), cast to the input's dtype.
+    (`glorot_normal`); there are no biases. Read or overwrite them at any time, in place or
+    by assigning a new array: every call uses their current values (nothing is cached). A call
+    on many tokens casts them to the input's dtype; a call on a few (a decoding step) reads
+    them as they are stored and rounds each product to the input's dtype. A weight that
+    holds NaN or inf is named in a ``ValueError`` by the first call that uses it: a call reads
+    the weights through only when a result computed from them is not finite.
 
     Raises
     ------
@@ -277,7 +281,11 @@ class MultiHeadAttention:
         (4, True)
         """
         return_weights = check_flag(return_weights, "return_weights")
-        stages = self._run(x, mask, context, "forward", cache)
+        if isinstance(cache, KVCache):  # one call at a time on a cache: from its length read
+            with cache._lock:           # to its append, or the undo of a failure (see KVCache)
+                stages = self._run(x, mask, context, "forward", cache)
+        else:
+            stages = self._run(x, mask, context, "forward", cache)
         return (stages["output"], stages["weights"]) if return_weights else stages["output"]
 
     def trace(self, x, mask=None, *, context=None) -> dict:
@@ -336,6 +344,9 @@ class MultiHeadAttention:
             of the weights, summed over the batch) and ``"context"`` (the shape of ``context``,
             or None for self-attention, where ``x`` plays both parts and ``"x"`` holds the sum
             of both paths). All in the forward's dtype: float32 input gives float32 gradients.
+            Whether ``context`` was given decides, not which array it is: ``context=x`` gets
+            the two paths apart (``"x"`` the queries', ``"context"`` the keys' and values'),
+            as ``context=x.copy()`` does; their sum is the self-attention ``"x"``.
 
         Raises
         ------
@@ -380,6 +391,7 @@ class MultiHeadAttention:
         >>> bool(np.isclose((loss(x + e) - loss(x - e)) / 2e-6, grads["x"][3, 2]))
         True
         """
+        self_attention = context is None  # the argument, not `context is x`: no identity test
         s = self._run(x, mask, context, "backward")
         x, context, h, d_model = s["x"], s["context"], self.h, self.d_model
         dtype, out_shape = s["concat"].dtype, x.shape[:-1] + (d_model,)
@@ -417,7 +429,7 @@ class MultiHeadAttention:
                 for W in (self.W_Q, self.W_K, self.W_V)]
         with np.errstate(over="ignore", invalid="ignore"):
             x2 = x.reshape(-1, d_model)                                 # (b*n, d_model)
-            if context is x:  # one product for the three roles, as in the forward
+            if self_attention:  # one product for the three roles, as in the forward
                 d_qkv = np.concatenate([dq, dk, dv], axis=-1)           # (..., n, all columns)
                 d_fused = x2.T @ d_qkv.reshape(len(x2), d_qkv.shape[-1])  # (d_model, columns)
                 dW = np.split(d_fused, [h * self.d_k, (h + kv) * self.d_k], axis=1)
@@ -458,10 +470,16 @@ class MultiHeadAttention:
                                  "cache holds the keys and values of the sequence being "
                                  "generated, one token after another")
         x, context = check_tokens(x, context, d_model)
-        W_Q = check_weight(self.W_Q, "self.W_Q", (d_model, h, d_k))
-        W_K = check_weight(self.W_K, "self.W_K", (d_model, kv, d_k))
-        W_V = check_weight(self.W_V, "self.W_V", (d_model, kv, d_v))
-        W_O = check_weight(self.W_O, "self.W_O", (h * d_v, d_model))
+        # The weights' types and shapes are checked now, their entries only if a result computed
+        # from them is not finite (`nonfinite_weight`): reading the four float64 matrices through
+        # for NaN on every call would cost a decoding step more than its products. `backward`,
+        # whose gradients read the weights again, checks them now.
+        now = mode == "backward"
+        W_Q = check_weight(self.W_Q, "self.W_Q", (d_model, h, d_k), finite=now)
+        W_K = check_weight(self.W_K, "self.W_K", (d_model, kv, d_k), finite=now)
+        W_V = check_weight(self.W_V, "self.W_V", (d_model, kv, d_v), finite=now)
+        W_O = check_weight(self.W_O, "self.W_O", (h * d_v, d_model), finite=now)
+        named = {"self.W_Q": W_Q, "self.W_K": W_K, "self.W_V": W_V, "self.W_O": W_O}
         lead, n = x.shape[:-2], x.shape[-2]
         dtype = np.result_type(x, context)
         start = 0 if cache is None else len(cache)  # the position of the first token of x
@@ -476,11 +494,11 @@ class MultiHeadAttention:
 
         flat = [W_Q.reshape(d_model, h * d_k), W_K.reshape(d_model, kv * d_k),
                 W_V.reshape(d_model, kv * d_v)]
+        # A few tokens (one new token while generating): the products read the weights as they
+        # are. Casting and joining the matrices first would cost more than the products.
+        few = 8 * (max(x.size, context.size) // d_model) < d_model
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
-            if 8 * (max(x.size, context.size) // d_model) < d_model:
-                # A few tokens (one new token while generating): the products read the weights
-                # as they are. Casting and joining the matrices first would cost more than the
-                # products themselves.
+            if few:
                 q, k, v = ((context if i else x) @ W for i, W in enumerate(flat))
                 q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
             elif context is x:
@@ -493,6 +511,10 @@ class MultiHeadAttention:
                 q = x @ flat[0].astype(dtype, copy=False)                      # (..., n, h*d_k)
                 k, v = np.split(context @ np.concatenate(flat[1:], axis=1, dtype=dtype),
                                 [kv * d_k], axis=-1)                           # (..., m, kv*d)
+        if not (all_finite(q) and all_finite(k) and all_finite(v)):
+            error = nonfinite_weight(named)  # else an overflow, refused further on
+            if error is not None:
+                raise error
         q, k, v = split_heads(q, h), split_heads(k, kv), split_heads(v, kv)
         # q (..., h, n, d_k), k (..., kv_heads, m, d_k), v (..., kv_heads, m, d_v)
         if self.rope:  # turn each token's query and key by its position
@@ -511,13 +533,20 @@ class MultiHeadAttention:
                 return {"x": x, "context": context, "q": q, "k": k, "v": v, "weights": weights,
                         "heads": heads, "concat": concat, "scale": scale}
             with np.errstate(over="ignore", invalid="ignore"):
-                output = concat @ W_O.astype(dtype, copy=False)           # (..., n, d_model)
+                if few:  # W^O read as stored, the product rounded to dtype once
+                    output = (concat @ W_O).astype(dtype, copy=False)     # (..., n, d_model)
+                else:
+                    output = concat @ W_O.astype(dtype, copy=False)       # (..., n, d_model)
             if not all_finite(output):
                 raise overflow_error("the layer's output", dtype, x=x.shape,
                                      context=context.shape)
-        except BaseException:
+        except BaseException as failure:
             if cache is not None:
                 cache._truncate(start)  # a call that fails leaves the cache as it found it
+            if isinstance(failure, ValueError):  # NaN or inf from a weight: name the weight
+                error = nonfinite_weight(named)
+                if error is not None:
+                    raise error from None
             raise
         if mode == "forward":
             return {"output": output, "weights": weights}

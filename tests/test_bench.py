@@ -74,7 +74,7 @@ def test_benchmark_runs_and_every_implementation_agrees(tmp_path):
     path = tmp_path / "results.json"
     assert main(["--sizes", "16", "--repeats", "1", "--long-n", "0", "--ladder-n", "0",
                  "--backward-n", "0", "--decode-n", "0", "--save", str(path)]) == 0
-    saved = json.loads(path.read_text())
+    saved = json.loads(path.read_text(encoding="utf-8"))
     assert saved["machine"]["cpu_count"] and saved["versions"]["numpy"] == np.__version__
     assert saved["ladder"] is None and saved["backward"] is None and saved["decode"] is None
 
@@ -117,10 +117,11 @@ def test_backward_only_merges_into_the_saved_results(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "measure_backward", tiny)
     path = tmp_path / "benchmark.json"
-    path.write_text(json.dumps({"date": "2000-01-01", "results": [1, 2], "backward": "old"}))
+    path.write_text(json.dumps({"date": "2000-01-01", "results": [1, 2], "backward": "old"}),
+                    encoding="utf-8")
     assert main(["--backward-only", "--backward-n", "64", "--repeats", "1",
                  "--save", str(path)]) == 0
-    saved = json.loads(path.read_text())
+    saved = json.loads(path.read_text(encoding="utf-8"))
     assert saved["date"] == "2000-01-01" and saved["results"] == [1, 2]
     backward = saved["backward"]
     assert backward["n"] == 8 and backward["repeats"] == 1 and backward["date"] != "2000-01-01"
@@ -283,10 +284,11 @@ def test_decode_only_merges_into_the_saved_results(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "measure_decode", tiny)
     path = tmp_path / "benchmark.json"
-    path.write_text(json.dumps({"date": "2000-01-01", "results": [1, 2], "backward": "old"}))
+    path.write_text(json.dumps({"date": "2000-01-01", "results": [1, 2], "backward": "old"}),
+                    encoding="utf-8")
     assert main(["--decode-only", "--decode-n", "64", "--decode-repeats", "2",
                  "--save", str(path)]) == 0
-    saved = json.loads(path.read_text())
+    saved = json.loads(path.read_text(encoding="utf-8"))
     assert saved["date"] == "2000-01-01" and saved["results"] == [1, 2]
     assert saved["backward"] == "old"
     decode = saved["decode"]
@@ -298,7 +300,10 @@ def test_the_kept_run_measures_decoding_as_the_issue_asks():
     """1,024 tokens one at a time, d_model 512, h 8, float32, on the two-core machine: both
     ways give the same rows; the cached way meets the issue's goal (at least 20x faster); the
     time per token at the prefixes the figure draws; the cache bytes for kv_heads 8, 2, 1 equal
-    the formula; one step at prefix 1,024 part by part, ours and PyTorch's (same output)."""
+    the formula; one step at prefix 1,024 part by part, ours and PyTorch's (same output), ours
+    within the issue's 1.5 times PyTorch's, as docs/*/inference.md says, with what the page says
+    of the parts: mha's projections (float64 weights, twice the bytes) take longer than
+    PyTorch's, its attention less long."""
     decode = kept_run()["decode"]
     assert (decode["n"], decode["d_model"], decode["h"], decode["dtype"]) == (1024, 512, 8,
                                                                               "float32")
@@ -321,6 +326,9 @@ def test_the_kept_run_measures_decoding_as_the_issue_asks():
         assert tuple(step[lib]["parts"]) == STEP_PARTS
     assert step["mha_over_torch"] == step["mha"]["seconds"] / step["torch"]["seconds"]
     assert step["relative_difference_vs_torch"] < 1e-5 and step["torch_threads"] == 2
+    assert step["mha_over_torch"] <= 1.5
+    ours, theirs = step["mha"]["parts"], step["torch"]["parts"]
+    assert ours["projections"] > theirs["projections"] and ours["attention"] < theirs["attention"]
 
 
 def test_pieces_are_timed_in_interleaved_blocks():

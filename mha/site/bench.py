@@ -32,7 +32,7 @@ Then decoding (`measure_decode`): generating 1,024 tokens one at a time with a `
 against recomputing the whole prefix for each new token, the time per token as the prefix grows,
 the cache's bytes for ``kv_heads`` = 8, 2, 1, and one cached step at prefix 1,024 against
 PyTorch's (a preallocated cache, ``scaled_dot_product_attention``, ``no_grad``, the same
-threads), each cut into weight and input preparation, projections, attention and output
+threads), each cut into preparation (the checks), projections, attention and output
 projection. ``--decode-only`` measures just this and merges it under ``"decode"``.
 
 Then the ladder (`ladder`, `measure_ladder`), at n = 1024 by default: the source class, then the
@@ -533,12 +533,13 @@ def _our_step(layer: MultiHeadAttention, cache: KVCache, x_new: np.ndarray) -> d
     into the pieces ``MultiHeadAttention._run`` runs for a few new tokens, each a function of no
     argument that leaves the cache as it found it.
 
-    - ``preparation``: the input and weight checks, the cache's layout check, the scale, the
-      cast of ``W_O`` to the input's dtype and the final check of the output;
+    - ``preparation``: the input's checks, the weights' types and shapes (not their entries:
+      see `mha._checks.nonfinite_weight`), the cache's layout check, the scale, and the checks
+      that the new queries, keys and values and the output are finite;
     - ``projections``: ``x @ W`` for the queries, keys and values (the weights read as stored,
       float64), the cast back to float32, the split into heads, the append to the cache;
     - ``attention``: every query head on the cached keys and values, then the heads merged;
-    - ``output``: the merged heads times ``W_O``.
+    - ``output``: the merged heads times ``W_O`` (read as stored), rounded to float32.
     """
     from .._checks import all_finite, check_scale, check_tokens, check_weight
 
@@ -552,16 +553,16 @@ def _our_step(layer: MultiHeadAttention, cache: KVCache, x_new: np.ndarray) -> d
 
     def preparation():
         x, context = check_tokens(x_new, None, d_model)
-        check_weight(layer.W_Q, "self.W_Q", (d_model, h, d_k))
-        check_weight(layer.W_K, "self.W_K", (d_model, kv, d_k))
-        check_weight(layer.W_V, "self.W_V", (d_model, kv, d_v))
-        check_weight(layer.W_O, "self.W_O", (h * d_v, d_model))
+        check_weight(layer.W_Q, "self.W_Q", (d_model, h, d_k), finite=False)
+        check_weight(layer.W_K, "self.W_K", (d_model, kv, d_k), finite=False)
+        check_weight(layer.W_V, "self.W_V", (d_model, kv, d_v), finite=False)
+        check_weight(layer.W_O, "self.W_O", (h * d_v, d_model), finite=False)
         dtype = np.result_type(x, context)
         cache._check_layout(x.shape[:-2], kv, d_k, d_v, dtype)
         scale = check_scale(layer.scale, d_k, dtype)
-        W_O = layer.W_O.astype(dtype, copy=False)                       # (h*d_v, d_model)
-        all_finite(state["output"])
-        return dtype, scale, W_O
+        new = (state["q"], state["k"][..., start:, :], state["v"][..., start:, :])  # new token
+        finite = [all_finite(a) for a in (*new, state["output"])]
+        return dtype, scale, finite
 
     def projections():
         flat = [layer.W_Q.reshape(d_model, h * d_k), layer.W_K.reshape(d_model, kv * d_k),
@@ -579,11 +580,11 @@ def _our_step(layer: MultiHeadAttention, cache: KVCache, x_new: np.ndarray) -> d
         return merge_heads(heads)                                       # (1, h*d_v)
 
     def output():
-        return state["concat"] @ state["W_O"]                           # (1, d_model)
+        return (state["concat"] @ layer.W_O).astype(x_new.dtype)        # (1, d_model)
 
     state = {"output": total()}
-    _, state["scale"], state["W_O"] = preparation()
     state["q"], state["k"], state["v"] = projections()  # views that still hold the new token
+    _, state["scale"], _ = preparation()
     state["concat"] = attention()
     pieces_out = output()
     return {"total": total, "preparation": preparation, "projections": projections,

@@ -129,13 +129,13 @@ def plot_cache(decode: dict, lang: str) -> Figure:
 
 #: The rows of the decode-step table: the parts of `mha.site.bench.STEP_PARTS`, then the sum.
 STEP_ROWS = {
-    "zh": {"preparation": "准备：输入与权重的检查、权重类型转换",
+    "zh": {"preparation": "准备：检查输入、权重的形状、结果是否为有限值",
            "projections": "投影：算新{token}的 q、k、v，写进缓存",
            "attention": "注意力：{n} 个键值上的 softmax 加权和",
            "output": "输出投影：乘 $W^O$",
            "sum": "各部分之和",
            "total": "整步（单独计时）"},
-    "en": {"preparation": "preparation: input and weight checks, weight casts",
+    "en": {"preparation": "preparation: checks of the input, the weights' shapes, finite results",
            "projections": "projections: the new {token}'s q, k, v, written to the cache",
            "attention": "attention: softmax-weighted sum over {n} keys and values",
            "output": "output projection: times $W^O$",
@@ -150,10 +150,11 @@ STEP_NOTE = {
     "zh": "d_model = {d}，h = {h}，{dtype}；缓存里已有 {cached} 个{token}，新{token}是第 {n} 个。"
           "每一格是同一进程里 {repeats} 次调用中最快的一次（每段连续调用 {block} 次，各段轮流）。"
           "各部分单独计时，各自的数据留在处理器缓存里，所以加起来比整步少：整步一次要读全部权重"
-          "和缓存，读得更慢。mha 的各部分就是 `MultiHeadAttention` 少量词元路径做的事：权重按存储"
-          "的 float64 直接相乘；每次调用都检查输入和权重（每个权重都从头读一遍，查有没有 NaN 或 "
-          "inf），并把 $W^O$ 转成输入的类型（类承诺改权重立刻生效，所以不缓存转好的权重）。"
-          "PyTorch：`torch.no_grad()`，预先分配的缓存，`scaled_dot_product_attention`，权重事先"
+          "和缓存，读得更慢。mha 的各部分就是 `MultiHeadAttention` 少量词元路径做的事：权重（连同 "
+          "$W^O$）按存储的 float64 直接相乘，每个乘积取整成 float32 一次；检查只看输入、权重的类型"
+          "和形状，以及新{token}的 q、k、v 和输出是否都是有限值（权重里若有 NaN 或 inf，这些数里"
+          "必然也会出现；只有这时才把权重从头读一遍，指出是哪一个）。类承诺改权重立刻生效，所以不留"
+          "任何事先准备好的权重。PyTorch：`torch.no_grad()`，预先分配的缓存，`scaled_dot_product_attention`，权重事先"
           "就是 float32 张量（模块参数就是这样），{threads} 个线程。mha 整步是 PyTorch 的 "
           "{ratio:.2f} 倍。{versions}。",
     "en": "d_model = {d}, h = {h}, {dtype}; {cached} {token}s in the cache, the new one is number "
@@ -162,9 +163,11 @@ STEP_NOTE = {
           "staying in the processor's caches, so they add up to less than the whole step, which "
           "reads all the weights and the cache in one go, and more slowly. mha's parts are what "
           "`MultiHeadAttention` does for a few tokens: the products read the float64 weights as "
-          "stored; every call checks its input and weights (reading every weight through for "
-          "NaN or inf) and casts $W^O$ to the input's dtype (the class promises that weight "
-          "edits take effect at once, so it keeps no prepared weights). PyTorch: "
+          "stored, $W^O$ too, each product rounded to float32 once; the checks look at the "
+          "input, the weights' types and shapes, and whether the new {token}'s q, k, v and the "
+          "output are finite (a NaN or inf in a weight would make them NaN or inf: only then "
+          "are the weights read through, to name the one at fault). The class promises that weight "
+          "edits take effect at once, so it keeps no prepared weights. PyTorch: "
           "`torch.no_grad()`, a preallocated cache, `scaled_dot_product_attention`, the weights "
           "float32 tensors made beforehand (as a module's parameters are), {threads} threads. "
           "mha's whole step takes {ratio:.2f} times PyTorch's. {versions}.",

@@ -92,7 +92,8 @@ def built_site(tmp_path_factory):
     Pages serves it (a missing path gets the 404 page), and gives the address.
 
     The build itself writes what a build writes in the work tree: the figures under
-    docs/<lang>/figures/ and the caches under .cache/.
+    docs/<lang>/figures/ and the caches under .cache/. It runs with ``MHA_NO_MODELS=1``, as on
+    a machine without the weight packages.
 
     Under ``python3 dev.py test`` (``MHA_SHARED_SITE`` set: a folder both halves of the run
     share, conftest.py) the site half builds into that folder and says so there ("built", or
@@ -110,7 +111,11 @@ def built_site(tmp_path_factory):
             site_dir = Path(shared) / "site"
             site_dir.mkdir(parents=True, exist_ok=True)
         try:
-            log = serve_site.build_site(site_dir, url)
+            # As a machine without the model packages builds it (MHA_NO_MODELS: they count as
+            # not installed): the build runs no model (tests/test_build_without_models.py).
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("MHA_NO_MODELS", "1")
+                log = serve_site.build_site(site_dir, url)
         except RuntimeError as error:
             if shared:
                 (Path(shared) / "failed").write_text(str(error), encoding="utf-8")

@@ -1,7 +1,7 @@
 """The case board's data (`mha.site.caseboard`): what the page's scripts draw must be what `mha`
 computes. The lab's setting by default is the walkthrough; its inputs are the layers' own
-weights; each mask is `mha.masks`'; the real heads' files decode to the models' attention within
-the quantisation step; each sentence fits the size budget. The browser side (the page recomputing
+weights; each mask is `mha.masks`'; the real heads' files (kept: tests/test_model_runs.py holds
+them against the models) decode to attention weights; each sentence fits the size budget. The browser side (the page recomputing
 the lab, the real heads drawn) is tested in tests/test_caseboard_lab.py and
 tests/test_caseboard_real.py."""
 
@@ -58,6 +58,9 @@ def test_the_temperature_sets_the_scale():
     # T = 1 is mha's default scale, 1/sqrt(d_k).
     x = np.random.default_rng(3).normal(size=(5, 16))
     plain = MultiHeadAttention(16, 2, seed=1).forward(x)
+    # The two scales may differ in their last bit (1 / (1 * sqrt(8)) against 1 / sqrt(8)): an
+    # ulp of every score, which reaches the outputs (of size ~1) as a few ulp (rule 1 of
+    # tests/tolerance.py); 1e-14 is ~45 ulp of 1.
     np.testing.assert_allclose(cb.lab_layers(2)[0].forward(x), plain, rtol=0, atol=1e-14)
     assert cb.TEMPERATURES[6] == 1.0 and len(cb.TEMPERATURES) == 13
     assert list(cb.TEMPERATURES) == sorted(cb.TEMPERATURES)
@@ -128,24 +131,23 @@ def test_the_sentences_are_curated_as_the_issue_asks():
 
 
 @pytest.fixture(scope="module")
-def files(e5, model):
-    """Every data file, made once (the fixtures skip, or fail under CI, without the weights)."""
+def files():
+    """Every data file, made once (the real heads' files from their kept run: no model)."""
     return cb.files()
 
 
-def test_every_real_heads_file_decodes_to_the_models_attention(files, e5, model):
-    models = {"e5": e5, "minilm": model}
+def test_every_real_heads_file_decodes_to_attention_weights(files):
+    """Each kept file decodes to every head's weights for its sentence's tokens; that they are
+    the models' weights today is tests/test_model_runs.py's check (the model suite)."""
     for sentence in cb.SENTENCES:
         for key in sentence.models:
             data = json.loads(files[f"real/{key}-{sentence.id}.json"])
-            out = models[key].forward(sentence.text)
             layers, heads = cb.MODELS[key][1:]
-            n = len(out.tokens)
+            n = len(data["tokens"])
             assert (data["layers"], data["heads"], data["n"]) == (layers, heads, n)
-            assert data["tokens"] == out.tokens and data["text"] == sentence.text
+            assert data["text"] == sentence.text and data["model"] == key
             weights = np.frombuffer(base64.b64decode(data["weights"]), np.uint8)
             weights = cb.dequantise(weights.reshape(layers, heads, n, n))
-            assert np.abs(weights - out.attentions).max() <= 0.5 / 255 + 1e-6
             # Each row still sums to 1, within n half-steps.
             assert np.abs(weights.sum(axis=-1) - 1).max() <= n * 0.5 / 255
 

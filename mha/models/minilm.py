@@ -31,7 +31,6 @@ match torch's within 3e-14. The golden values the tests keep
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import numpy as np
 
 from .encoder import Encoder, EncoderOutput, SpecialTokens, gelu, layer_norm
 from .safetensors import read_safetensors
-from .weights import WeightsNotInstalledError, check_sha256, package_folder
+from .weights import WeightsNotInstalledError, check_sha256, once_per_process, package_folder
 from .wordpiece import WordPieceTokenizer
 
 __all__ = ["load_minilm", "MiniLM", "MiniLMOutput", "MiniLMNotInstalledError", "model_folder",
@@ -190,7 +189,7 @@ class MiniLM(Encoder):
     __call__ = forward
 
 
-@functools.lru_cache(maxsize=None)
+@once_per_process
 def load_minilm(folder=None) -> MiniLM:
     """Load all-MiniLM-L6-v2 from the installed wheel, once per process.
 

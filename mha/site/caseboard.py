@@ -1,4 +1,5 @@
-"""The case board's data: what the page's scripts draw, computed by `mha` at build time.
+"""The case board's data: what the page's scripts draw, computed by `mha` at build time (the
+real heads' files: kept, see below).
 
 The case board (案情板, ``docs/<lang>/caseboard.md``) has three parts, each drawn in the browser
 by the site's own scripts from static files that `files` makes (``hooks/draw_figures.py``
@@ -7,7 +8,8 @@ writes them into ``docs/assets/caseboard/``):
 1. **Real heads** (``real-<lang>.json``, ``real/<model>-<id>.json``): every head of
    multilingual-e5-small (4-bit, `mha.models.e5`) and all-MiniLM-L6-v2 (`mha.models.minilm`)
    on `SENTENCES`, six Chinese and six English. Each sentence's weights are one file, loaded
-   on demand, quantised to one byte each (`quantise`).
+   on demand, quantised to one byte each (`quantise`). The build copies these files from the
+   kept run (``mha/site/data/caseboard/``, `mha.site.model_runs`), so it needs no model.
 2. **The lab** and 3. **the forward pass, live** (``lab-<lang>.json``): the case's eight tokens
    with their embeddings and the weights of the walkthrough's two layers
    (`mha.site.experiments.walkthrough`), in full float64. The browser recomputes every stage
@@ -40,7 +42,7 @@ from .terms import LANGUAGES, term
 __all__ = ["Sentence", "SENTENCES", "MODELS", "BUDGET", "LAB_HEADS", "LAB_D_MODEL", "LAB_LAYERS",
            "LAB_SEED", "TEMPERATURES", "MASKS", "quantise", "dequantise", "real_heads",
            "lab_scale", "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index",
-           "lab_files", "real_files", "files", "WORDS"]
+           "lab_files", "real_files", "fresh_real_files", "files", "WORDS"]
 
 
 @dataclass(frozen=True)
@@ -305,13 +307,38 @@ def lab_files() -> dict[str, bytes]:
     return {f"lab-{lang}.json": _json(lab_data(lang)) for lang in LANGUAGES}
 
 
+def fresh_real_files(models=tuple(MODELS)) -> dict[str, bytes]:
+    """Every sentence's file of the real-heads part (``real/<model>-<id>.json``) for the
+    ``models``, made now by running them (`real_heads`): they must be installed. The repository
+    keeps what this returns (``python -m mha.site.model_runs --save``), and `real_files` reads
+    that."""
+    return {f"real/{model}-{sentence.id}.json": _json(real_heads(sentence, model))
+            for sentence in SENTENCES for model in sentence.models if model in models}
+
+
 def real_files() -> dict[str, bytes]:
-    """The real-heads part's files (``real-<lang>.json`` and ``real/<model>-<id>.json``): runs
-    both models, which must be installed."""
+    """The real-heads part's files: the index in each language (``real-<lang>.json``) and each
+    sentence's file, read from the kept run (`mha.site.model_runs.KEPT_CASEBOARD`; no model is
+    loaded).
+
+    Raises
+    ------
+    mha.site.model_runs.StaleRunError
+        If a kept file is missing, or holds another text than its sentence's today.
+    """
+    from .model_runs import COMMAND, KEPT_CASEBOARD, StaleRunError
+
     out = {f"real-{lang}.json": _json(real_index(lang)) for lang in LANGUAGES}
     for sentence in SENTENCES:
         for model in sentence.models:
-            out[f"real/{model}-{sentence.id}.json"] = _json(real_heads(sentence, model))
+            name = f"real/{model}-{sentence.id}.json"
+            path = KEPT_CASEBOARD / name
+            data = path.read_bytes() if path.is_file() else None
+            if data is None or json.loads(data)["text"] != sentence.text:
+                raise StaleRunError(f"the case board's kept file {name} is missing or holds "
+                                    f"another sentence: remake it where the model is "
+                                    f"installed: {COMMAND} --model {model}")
+            out[name] = data
     return out
 
 

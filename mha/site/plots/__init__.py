@@ -15,9 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import experiments
-from ..head_roles import SENTENCES_ZH, study, word_links
-from ...models.e5 import load_e5
-from ...models.minilm import load_minilm
+from ..model_runs import kept_example, kept_study, kept_word_links
 from . import applications, inference, longrange, positions, realheads, speed, tables
 from . import training as train_plots
 from . import walkthrough as walk
@@ -83,35 +81,37 @@ def _case_shared_projection(lang: str):
     return experiments.shared_projection_experiment(example=example)
 
 
+# The real models' figures and tables are drawn from their kept runs (`mha.site.model_runs`):
+# the build loads no model.
+
 def _real_examples(lang: str):
-    out = load_minilm().forward(realheads.EXAMPLE)
-    return realheads.plot_examples(out.tokens, out.attentions,
-                                   realheads.example_heads(study()), lang)
+    example = kept_example("minilm")
+    return realheads.plot_examples(example.tokens, example.attentions,
+                                   realheads.example_heads(kept_study("minilm")), lang)
 
 
 def _real_roles(lang: str):
-    return realheads.plot_roles(study(), lang)
+    return realheads.plot_roles(kept_study("minilm"), lang)
 
 
 def _head_role_table(lang: str) -> str:
-    return realheads.role_table(study(), lang)
+    return realheads.role_table(kept_study("minilm"), lang)
 
 
 def _study_zh():
     """multilingual-e5-small's head-role study on the Chinese study set."""
-    return study(SENTENCES_ZH, load_e5())
+    return kept_study("e5")
 
 
 def _zh_case(lang: str):
     """The case sentence through multilingual-e5-small: the heads of `realheads.case_heads`,
     the within-word junctions of the case (侦 探) outlined."""
-    model = load_e5()
-    links = word_links(model=model)
-    out = model.forward(realheads.EXAMPLE_ZH)
+    links = kept_word_links()
+    example = kept_example("e5")
     junctions = tuple(q for sentence, q, _ in links.pairs if sentence == 0)  # SENTENCES_ZH[0]
-    return realheads.plot_examples(out.tokens, out.attentions,
+    return realheads.plot_examples(example.tokens, example.attentions,
                                    realheads.case_heads(_study_zh(), links), lang,
-                                   special=out.special_tokens, cols=1, junctions=junctions)
+                                   special=example.special_tokens, cols=1, junctions=junctions)
 
 
 #: Every figure the site shows: file stem -> function of the language returning a Figure.
@@ -160,12 +160,14 @@ CHINESE_TOKENS: frozenset[str] = frozenset({"real-heads-zh-case"})
 
 #: Source files under ``mha/`` each figure and table depends on, besides the core and
 #: ``site/plots/_style.py`` and ``site/terms.py``: the build redraws one only when they change.
-_MODEL = ("site/head_roles.py", "models/minilm.py", "models/encoder.py", "models/wordpiece.py",
-          "models/safetensors.py", "models/weights.py", "models/sentencepiece.py")
-#: multilingual-e5-small and the study (which imports both models, and the word-piece test
-#: of wordpiece.py).
-_E5 = ("site/head_roles.py", "models/e5.py", "models/e5bin.py", "models/sentencepiece.py",
-       "models/encoder.py", "models/weights.py", "models/wordpiece.py")
+#: all-MiniLM-L6-v2's figures and table: its kept run (`mha.site.model_runs`; the build never
+#: runs the model), the study that summarises it, and the token helpers the study and the
+#: figures use (punctuation, Chinese characters, SentencePiece's space mark).
+_READ = ("site/model_runs.py", "site/head_roles.py", "models/encoder.py",
+         "models/sentencepiece.py", "models/wordpiece.py")
+_MODEL = (*_READ, "site/data/minilm.json")
+#: multilingual-e5-small's: the same, on its own kept run.
+_E5 = (*_READ, "site/data/e5.json")
 _WALK = ("site/experiments.py", "site/plots/walkthrough.py", "site/plots/_draw.py",
          "site/plots/case.py")
 #: The training chapter's figures and tables read the kept run through ``site/training.py``.

@@ -17,8 +17,8 @@ from matplotlib.patches import Patch, Rectangle
 from ...models.encoder import SpecialTokens
 from ...models.sentencepiece import METASPACE
 from ...models.wordpiece import is_cjk
-from ..head_roles import (ROLES, SENTENCES_ZH, STABLE_FRACTION, HeadRole, HeadRoleStudy,
-                          WordLink, WordLinks)
+from ..head_roles import (ROLES, SENTENCES, SENTENCES_ZH, STABLE_FRACTION, HeadRole,
+                          HeadRoleStudy, WordLink, WordLinks)
 from ._draw import heatmap
 from ._style import style
 from ..terms import term
@@ -40,7 +40,7 @@ _NONE = "#EEEEEE"
 WITHIN_WORD_TERM = "within_word_head"
 
 #: The sentence of `plot_examples`: short, the first of the study set.
-EXAMPLE = "The detective found the key because it was hidden under the desk."
+EXAMPLE = SENTENCES[0]
 #: The Chinese example: the case itself, the first sentence of `SENTENCES_ZH`.
 EXAMPLE_ZH = SENTENCES_ZH[0]
 

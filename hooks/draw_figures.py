@@ -7,7 +7,9 @@ under ``.cache/figures/`` on a hash of the files it depends on; a file in ``docs
 only when its bytes change, so the watcher of ``mkdocs serve`` is not woken for nothing. Tables
 are cached the same way; ``hooks/markers.py`` puts each one where a page has its
 ``<!-- mha:table NAME -->`` marker. The case board's data (``mha.site.caseboard.files``) goes
-into ``docs/assets/caseboard/``, cached the same way as one item.
+into ``docs/assets/caseboard/``, cached the same way as one item. No model is run: the real
+heads' figures, tables and case board files come from their kept runs (``mha.site.model_runs``);
+the last line printed names the weights packages that are not installed, if any.
 
     python hooks/draw_figures.py                      # draw what changed
     python hooks/draw_figures.py --root DIR           # from DIR/mha into DIR/docs, DIR/.cache
@@ -84,16 +86,23 @@ def make_into_cache(job: tuple[str, str, Path]) -> None:
 
 #: Where the case board's data goes, under the root, and what it is made from (under mha/).
 CASEBOARD = Path("docs") / "assets" / "caseboard"
+#: The real heads' files are copied from their kept run, every file under KEPT_CASEBOARD.
 CASEBOARD_DEPENDS = ("site/caseboard.py", "site/experiments.py", "site/plots/case.py",
-                     "models/minilm.py", "models/e5.py", "models/e5bin.py", "models/encoder.py",
-                     "models/sentencepiece.py", "models/wordpiece.py", "models/safetensors.py",
-                     "models/weights.py", "models/__init__.py")
+                     "site/model_runs.py")
+KEPT_CASEBOARD = "site/data/caseboard/"
+
+
+def caseboard_depends(package: Path) -> tuple[str, ...]:
+    """What the case board's data is made from, under ``package``: `CASEBOARD_DEPENDS` and
+    every kept file of the real heads."""
+    return (*CASEBOARD_DEPENDS,
+            *(p for p in package_files(package) if p.startswith(KEPT_CASEBOARD)))
 
 
 def caseboard_data(root: Path) -> int:
     """Write the case board's data files under ``root / CASEBOARD`` (from the cache when its
     sources have not changed); remove files it no longer makes. Returns how many were written."""
-    folder = root / ".cache" / "figures" / figure_key("caseboard", CASEBOARD_DEPENDS,
+    folder = root / ".cache" / "figures" / figure_key("caseboard", caseboard_depends(root / "mha"),
                                                       root / "mha")
     done = folder / "caseboard.done"
     if not done.exists():
@@ -101,7 +110,7 @@ def caseboard_data(root: Path) -> int:
 
         for relative, data in files().items():
             write_if_changed(folder / "caseboard" / relative, data)
-        done.write_text("")
+        done.write_text("", encoding="utf-8")
     cached = {path.relative_to(folder / "caseboard"): path
               for path in (folder / "caseboard").rglob("*") if path.is_file()}
     target = root / CASEBOARD
@@ -110,6 +119,21 @@ def caseboard_data(root: Path) -> int:
             stale.unlink()
     return sum(write_if_changed(target / relative, path.read_bytes())
                for relative, path in cached.items())
+
+
+def missing_models() -> list[str]:
+    """The weights packages not installed here (or hidden by ``MHA_NO_MODELS``), each with
+    the model it carries."""
+    from mha.models import e5, minilm
+    from mha.models.weights import WeightsNotInstalledError
+
+    missing = []
+    for module, model in ((minilm, "all-MiniLM-L6-v2"), (e5, "multilingual-e5-small")):
+        try:
+            module.model_folder()
+        except WeightsNotInstalledError:
+            missing.append(f"{module.PACKAGE} ({model})")
+    return missing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,11 +162,14 @@ def main(argv: list[str] | None = None) -> int:
                for _, name in items}
     jobs = [(kind, name, folders[name]) for kind, name in items
             if not all((folders[name] / lang / f"{name}.{kind}").exists() for lang in LANGUAGES)]
-    # A cold build draws every figure: share them out between the cores (each worker imports
-    # mha and matplotlib once; the output does not depend on which process drew it).
+    # A cold build draws every figure: share them out between the cores (the output does not
+    # depend on which process drew it). On Linux the workers are forked, so they start with the
+    # modules imported above (matplotlib, mha.site.plots: a second of CPU each); elsewhere each
+    # imports them (spawn).
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+        start = "fork" if sys.platform == "linux" else "spawn"
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(start),
                                  initializer=sys.path.insert, initargs=(0, str(root))) as pool:
             list(pool.map(make_into_cache, jobs))
     else:
@@ -161,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     figures = sum(kind == "svg" for kind, _ in items)
     print(f"{figures} figures and {len(items) - figures} tables x {len(LANGUAGES)} languages: "
           f"{len(jobs) * len(LANGUAGES)} drawn, {written} files updated")
+    missing = missing_models()
+    if missing:  # hooks/figures.py logs this line on every build (it starts with "real heads:")
+        print(f"real heads: drawn from the kept runs in mha/site/data/, as in every build (no "
+              f"model runs); not installed here, so not checked here against a fresh run: "
+              f"{', '.join(missing)}")
     return 0
 
 

@@ -4,14 +4,24 @@ The drawing happens in a subprocess (``hooks/draw_figures.py``) so that an edit 
 ``mkdocs serve`` is drawn with the new code. A fingerprint of every source file of ``mha/`` (data
 files too: ``mha/site/data/benchmark.json`` draws a figure) and of the drawing script skips even
 the subprocess when nothing changed since the last build of this process (the i18n plugin builds
-once per language; ``mkdocs serve`` keeps this module across rebuilds).
+once per language; ``mkdocs serve`` keeps this module across rebuilds). A fresh process (every
+``mkdocs build``) skips it too when the last drawing was of the same sources and left every file
+it wrote as it was (`STAMP`).
+
+The drawing's summary is logged, and so is its note when a weights package is missing: the real
+models' figures, tables and case board files always come from their kept runs
+(``mha.site.model_runs``), and the build says in one line which model is not here to check them.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -20,19 +30,37 @@ from _fingerprint import PACKAGE, fingerprint, package_files  # hooks/_fingerpri
 
 ROOT = Path(__file__).resolve().parents[1]
 DRAW = ROOT / "hooks" / "draw_figures.py"
+#: The last drawing: its sources' fingerprint, every file it left (path, size, mtime) and what
+#: it printed.
+STAMP = ROOT / ".cache" / "figures" / "drawn.json"
+log = logging.getLogger("mkdocs.hooks.figures")
 _last_fingerprint: str | None = None
 
 
 def sources_fingerprint(package: Path) -> str:
-    """What the figures and tables are made from: every file of ``package`` and the script."""
-    return fingerprint(package, package_files(package), extra=[DRAW])
+    """What the figures and tables are made from: every file of ``package``, the script,
+    matplotlib's version and whether the weights packages are hidden (``MHA_NO_MODELS``)."""
+    return fingerprint(package, package_files(package), extra=[DRAW],
+                       salt=f"{version('matplotlib')}\0{os.environ.get('MHA_NO_MODELS', '')}")
 
 
-def draw() -> None:
-    """Run ``hooks/draw_figures.py`` in a fresh interpreter; its output is the error message."""
-    result = subprocess.run([sys.executable, str(DRAW)], capture_output=True, text=True, cwd=ROOT)
+def outputs(root: Path = ROOT) -> list[list]:
+    """Every file the drawing writes, as ``[path, size, mtime_ns]``, sorted."""
+    folders = [*root.glob("docs/*/figures"), root / ".cache" / "tables",
+               root / "docs" / "assets" / "caseboard"]
+    return sorted([path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns]
+                  for folder in folders for path in folder.rglob("*")
+                  if path.is_file() and (stat := path.stat()))
+
+
+def draw() -> list[str]:
+    """Run ``hooks/draw_figures.py`` in a fresh interpreter; return the lines it printed (on
+    failure, its output is the error message)."""
+    result = subprocess.run([sys.executable, str(DRAW)], capture_output=True, text=True, cwd=ROOT,
+                            encoding="utf-8")
     if result.returncode != 0:
         raise PluginError("drawing the figures failed:\n" + result.stdout + result.stderr)
+    return result.stdout.splitlines()
 
 
 def on_pre_build(config) -> None:
@@ -40,7 +68,19 @@ def on_pre_build(config) -> None:
     current = sources_fingerprint(PACKAGE)
     if current == _last_fingerprint:
         return
-    draw()
+    try:
+        stamp = json.loads(STAMP.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stamp = {}
+    if stamp.get("sources") == current and stamp.get("outputs") == outputs(ROOT):
+        printed = [line for line in stamp["printed"] if line.startswith("real heads:")]
+    else:
+        printed = draw()
+        STAMP.parent.mkdir(parents=True, exist_ok=True)
+        STAMP.write_text(json.dumps({"sources": current, "outputs": outputs(ROOT),
+                                     "printed": printed}), encoding="utf-8")
+    for line in printed:
+        log.info(line)
     _last_fingerprint = current
 
 

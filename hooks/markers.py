@@ -1,4 +1,4 @@
-"""MkDocs hook: page markers and the Chinese search dictionary.
+"""MkDocs hook: page markers.
 
 - ``<!-- mha:table NAME -->`` becomes the table ``NAME`` of ``mha.site.plots.TABLES`` in the
   page's language: the glossary (from ``mha/site/terms.py``), the benchmark run the repository
@@ -11,8 +11,9 @@
   without it, the ``origin`` remote of the working copy being built (an SSH address is turned
   into its HTTPS form), or the working copy's own folder when there is no remote.
 - Any other ``<!-- mha:… -->`` marker, or a table the registry does not have, fails the build.
-- Every Chinese term of the terms file is added to jieba's dictionary, so search indexes 注意力头
-  as one word instead of 注意力 + 头.
+
+(The glossary's Chinese terms go into search's word list in ``hooks/search_cache.py``, only when
+a page is indexed again.)
 """
 
 from __future__ import annotations
@@ -39,21 +40,6 @@ def page_language(page, config) -> str:
     if lang not in load_terms()["LANGUAGES"]:
         raise PluginError(f"{page.file.src_uri}: no language known for locale {lang!r}")
     return lang
-
-
-_jieba_words: set[str] = set()  # added in this process (mkdocs serve keeps the module)
-
-
-def on_config(config):
-    import jieba
-
-    # Each word once per process: jieba adds a word's frequency to its total every time, which
-    # would shift every later cut a little on each rebuild under mkdocs serve.
-    for entry in load_terms()["TERMS"].values():
-        if entry.zh not in _jieba_words:
-            jieba.add_word(entry.zh)
-            _jieba_words.add(entry.zh)
-    return config
 
 
 def repository_address(configured: str | None, root: Path = ROOT) -> str:

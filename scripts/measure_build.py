@@ -1,10 +1,16 @@
 """Measure the site build: strict build time, rebuild time under ``mkdocs serve``, page weights.
 
-    .venv/bin/python scripts/measure_build.py [--runs 3]
+    .venv/bin/python scripts/measure_build.py [--runs 3] [--models with|without|both]
 
-Prints medians over ``--runs`` runs, in one process, on this machine:
+Prints medians over ``--runs`` runs, in one process, on this machine, of builds in a fresh copy
+of the work tree (its files, without ``.git``, ``.cache/`` and what builds write), so that the
+work tree and its caches are left alone and "cold" means a fresh clone's first build:
 
-- full strict build, cold (empty ``.cache/``: figures drawn, notebooks executed) and warm;
+- full strict build, cold (empty ``.cache/``: figures drawn, notebooks executed) and warm,
+  with the model packages installed and without them (``MHA_NO_MODELS=1``: `mha.models` finds
+  neither package, as on a machine without them; the build draws the real heads from their
+  kept runs either way), each with the CPU time of all its processes, which a machine others
+  share changes less than the wall time (the load average is printed too);
 - rebuild under ``mkdocs serve`` after editing one page: time from saving the file to the
   server's "Reloading browsers";
 - the weight of the chapter page in each language (HTML + its figure) and of the shared assets
@@ -29,13 +35,55 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+#: What a build writes, or git does not hold: never copied.
+NOT_COPIED = {".git", ".venv", ".cache", "site", "build"}
 
 
-def strict_build(site_dir: Path) -> float:
-    start = time.perf_counter()
+def copy_of_work_tree(target: Path) -> Path:
+    """The work tree's files, as a fresh clone with its edits would hold them, in ``target``."""
+    def ignore(folder, names):
+        relative = Path(folder).relative_to(ROOT)
+        skipped = {n for n in names if n in NOT_COPIED and relative == Path(".")}
+        skipped |= {n for n in names if n in ("__pycache__", ".pytest_cache", ".hypothesis")
+                    or n.endswith(".egg-info")}
+        if relative.parent == Path("docs") and "figures" in names:
+            skipped.add("figures")                     # docs/<lang>/figures/: drawn
+        if relative == Path("docs") / "assets" and "caseboard" in names:
+            skipped.add("caseboard")                   # docs/assets/caseboard/: made
+        return skipped
+
+    shutil.copytree(ROOT, target, ignore=ignore, symlinks=True)
+    return target
+
+
+def make_cold(root: Path) -> None:
+    """Remove what a build leaves for the next one."""
+    shutil.rmtree(root / ".cache", ignore_errors=True)
+    for figures in root.glob("docs/*/figures"):
+        shutil.rmtree(figures)
+    shutil.rmtree(root / "docs" / "assets" / "caseboard", ignore_errors=True)
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every finished child process so far, theirs included
+    (Unix; 0 elsewhere)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def strict_build(root: Path, site_dir: Path, env: dict) -> tuple[float, float]:
+    """One strict build of ``root``: its wall time and the CPU time of all its processes (the
+    drawing's workers and the notebooks' kernels too). On a machine others share, the CPU time
+    moves less than the wall time; on an idle one with c cores, the wall time is at least
+    CPU / c."""
+    start, cpu = time.perf_counter(), children_cpu()
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                    str(site_dir)], cwd=ROOT, env=ENV, check=True, capture_output=True)
-    return time.perf_counter() - start
+                    str(site_dir)], cwd=root, env=env, check=True, capture_output=True)
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 def free_port() -> int:
@@ -57,13 +105,13 @@ def wait_for(process, pattern: str, timeout: float) -> float:
     raise TimeoutError(f"no {pattern!r} from mkdocs serve within {timeout} s")
 
 
-def serve_rebuild_times(runs: int) -> list[float]:
-    page = ROOT / "docs" / "en" / "scores.md"
+def serve_rebuild_times(root: Path, runs: int) -> list[float]:
+    page = root / "docs" / "en" / "scores.md"
     original = page.read_bytes()
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "mkdocs", "serve", "--dev-addr", f"127.0.0.1:{port}"],
-        cwd=ROOT, env=ENV, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        cwd=root, env=ENV, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     times = []
     try:
         wait_for(process, r"Serving on", 180)
@@ -90,34 +138,52 @@ def weight(paths: list[Path]) -> tuple[int, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--models", choices=("with", "without", "both"), default="both",
+                        help="build with the model packages, without them (MHA_NO_MODELS=1), "
+                        "or both, alternating (default)")
     args = parser.parse_args()
+    settings = {"with": {"with the model packages": ENV},
+                "without": {"without them": dict(ENV, MHA_NO_MODELS="1")}}
+    settings["both"] = {**settings["with"], **settings["without"]}
+    settings = settings[args.models]
 
+    load = os.getloadavg() if hasattr(os, "getloadavg") else "?"
     with tempfile.TemporaryDirectory() as tmp:
+        root = copy_of_work_tree(Path(tmp) / "tree")
         site = Path(tmp) / "site"
-        cold = []
-        for _ in range(args.runs):
-            shutil.rmtree(ROOT / ".cache", ignore_errors=True)
-            for lang in ("zh", "en"):
-                shutil.rmtree(ROOT / "docs" / lang / "figures", ignore_errors=True)
-            cold.append(strict_build(site))
-        warm = [strict_build(site) for _ in range(args.runs)]
-        rebuild = serve_rebuild_times(args.runs)
+        cold: dict[str, list[tuple[float, float]]] = {name: [] for name in settings}
+        warm: dict[str, list[tuple[float, float]]] = {name: [] for name in settings}
+        for _ in range(args.runs):      # alternating, so that a busy moment hits both alike
+            for name, env in settings.items():
+                make_cold(root)
+                cold[name].append(strict_build(root, site, env))
+                warm[name].append(strict_build(root, site, env))
+        rebuild = serve_rebuild_times(root, args.runs)
 
-        print(f"strict build, cold (figures drawn, notebooks executed): "
-              f"median {statistics.median(cold):.1f} s  {[round(t, 1) for t in cold]}")
-        print(f"strict build, warm (caches kept):                       "
-              f"median {statistics.median(warm):.1f} s  {[round(t, 1) for t in warm]}")
-        print(f"rebuild under mkdocs serve after editing one page:      "
-              f"median {statistics.median(rebuild):.1f} s  {[round(t, 1) for t in rebuild]}")
+        def report(what: str, times: list[float], cpu: list[float] | None = None) -> None:
+            line = (f"{what:<62}median {statistics.median(times):5.1f} s  "
+                    f"{[round(t, 1) for t in times]}")
+            if cpu:
+                line += f"  (CPU median {statistics.median(cpu):.1f} s)"
+            print(line)
+
+        print(f"{os.cpu_count()} cores; load average before and after: {load}, "
+              f"{os.getloadavg() if hasattr(os, 'getloadavg') else '?'}")
+        for name in settings:
+            for what, runs in (("cold (figures drawn, notebooks run)", cold[name]),
+                               ("warm (caches kept)", warm[name])):
+                report(f"strict build, {what}, {name}:", [wall for wall, _ in runs],
+                       [cpu for _, cpu in runs])
+        report("rebuild under mkdocs serve after editing one page:", rebuild)
 
         for prefix in ("", "en/"):
             html = site / prefix / "scores" / "index.html"
             figures = [site / prefix / "figures" / name for name in
-                       re.findall(r'src="[./]*figures/([^"]+)"', html.read_text("utf-8"))]
+                       re.findall(r'src="[./]*figures/([^"]+)"', html.read_text(encoding="utf-8"))]
             raw, zipped = weight([html, *figures])
             print(f"chapter page /{prefix}scores/ (HTML + {len(figures)} figure): "
                   f"{raw / 1024:.0f} KiB, {zipped / 1024:.0f} KiB gzip")
-        html = (site / "scores" / "index.html").read_text("utf-8")
+        html = (site / "scores" / "index.html").read_text(encoding="utf-8")
         # Material's script waits for the reader's first interaction (overrides/main.html).
         lazy = r'<script[^>]*data-md-lazy[^>]*src="\.\./(assets/[^"]+)"'
         later = {site / m for m in re.findall(lazy, html)}

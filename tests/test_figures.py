@@ -176,7 +176,9 @@ def test_the_build_draws_again_when_any_source_changes_data_included(tmp_path, m
     package = copy_of_mha(tmp_path)
     drawn = []
     monkeypatch.setattr(figures, "PACKAGE", package)
-    monkeypatch.setattr(figures, "draw", lambda: drawn.append(True))
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    monkeypatch.setattr(figures, "STAMP", tmp_path / ".cache" / "figures" / "drawn.json")
+    monkeypatch.setattr(figures, "draw", lambda: drawn.append(True) or [])
     monkeypatch.setattr(figures, "_last_fingerprint", None)
     figures.on_pre_build(None)
     figures.on_pre_build(None)
@@ -192,6 +194,55 @@ def test_the_build_draws_again_when_any_source_changes_data_included(tmp_path, m
     (package / ".speed.py.swp").write_bytes(b"an editor's")
     figures.on_pre_build(None)
     assert len(drawn) == 3
+
+
+def test_a_fresh_build_skips_the_drawing_only_while_its_files_are_as_it_left_them(tmp_path,
+                                                                               monkeypatch):
+    """A new process (every ``mkdocs build``) skips the drawing when the last one was of the
+    same sources and every file it wrote is as it left it; a deleted or edited figure, a new
+    source, or MHA_NO_MODELS changed, draws again. The drawing's note on the real heads is
+    logged either way."""
+    figures = import_hook("figures")
+    package = copy_of_mha(tmp_path)
+    figure = tmp_path / "docs" / "en" / "figures" / "scores-scaling.svg"
+    note = "real heads: drawn from the kept runs in mha/site/data/ ..."
+    drawn = []
+
+    def draw():
+        drawn.append(True)
+        figure.parent.mkdir(parents=True, exist_ok=True)
+        figure.write_text("<svg/>", encoding="utf-8")
+        return ["2 figures ... drawn", note]
+
+    monkeypatch.setattr(figures, "PACKAGE", package)
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    monkeypatch.setattr(figures, "STAMP", tmp_path / ".cache" / "figures" / "drawn.json")
+    monkeypatch.setattr(figures, "draw", draw)
+    logged = []
+    monkeypatch.setattr(figures.log, "info", logged.append)
+
+    def fresh_build():
+        monkeypatch.setattr(figures, "_last_fingerprint", None)   # a new process
+        figures.on_pre_build(None)
+
+    fresh_build()
+    assert len(drawn) == 1 and logged == ["2 figures ... drawn", note]
+    fresh_build()
+    assert len(drawn) == 1 and logged[2:] == [note]               # skipped, the note again
+    figure.unlink()
+    fresh_build()
+    assert len(drawn) == 2
+    figure.write_text("<svg>edited</svg>", encoding="utf-8")
+    fresh_build()
+    assert len(drawn) == 3
+    fresh_build()
+    assert len(drawn) == 3
+    monkeypatch.setenv("MHA_NO_MODELS", "1")
+    fresh_build()
+    assert len(drawn) == 4
+    (package / "site" / "plots" / "speed.py").write_text("# edited\n", encoding="utf-8")
+    fresh_build()
+    assert len(drawn) == 5
 
 
 def test_one_word_has_one_embedding_and_only_translations_share_one():

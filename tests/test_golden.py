@@ -14,6 +14,11 @@ from mha import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_produc
 GOLDEN = Path(__file__).parent / "golden"
 SDPA = np.load(GOLDEN / "torch_sdpa.npz")
 MHA = np.load(GOLDEN / "torch_mha.npz")
+# Rule 2 of tests/tolerance.py: ours and torch's results are each within gamma(k) times the
+# sum of the terms' sizes of the exact ones. The golden inputs are N(0, 1) draws, products over
+# k <= 16 terms whose sizes sum to ~10: gamma(16) * 10 = 1.8e-14 in float64 (1e-12 leaves
+# room for the softmax and the second product); in float32 the worst case is 9.5e-6, the
+# typical error (sqrt(k) in place of k) 2.4e-6, within 1e-5 relative to results of size ~1-2.
 TOL = {np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12},
        np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-6}}
 

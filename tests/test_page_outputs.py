@@ -36,6 +36,7 @@ def test_matching_outputs(expected, printed):
 @pytest.mark.parametrize("expected, printed", [
     ("[0.659 0.242 0.099]", "[0.659 0.242 0.1]"),            # a number drifted
     ("x 0.1", "x 0.1000002"),                                # beyond 1e-6
+    ("scores 1048576", "scores 1048577"),                    # integers are exact
     ("True", "False"),
     ("(3, 2) (3, 5)", "(3, 2) (3, 5)\n(1,)"),               # a line more
     ("a 1", "b 1"),                                          # words differ

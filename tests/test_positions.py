@@ -11,10 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import (BAD_FLAGS, BAD_INTEGERS, DTYPES, MASK_KINDS, assert_close, bad_arrays,
-                     in_threads, make_mask)
+                     in_threads, make_mask, no_warnings)
 from mha import MultiHeadAttention, causal_mask, rope, sinusoidal_positions
 from mha.positions import halves_order
 from mha.reference import multi_head_attention_reference, rope_reference, sinusoidal_reference
+from tolerance import assert_ulp_close, assert_within, gamma
 
 GOLDEN = np.load(Path(__file__).parent / "golden" / "rope.npz")
 
@@ -41,7 +42,19 @@ def rope_llama(x, positions, base=10000.0):
 def test_sinusoidal_table_is_the_papers_formula(n, d_model, base):
     table = sinusoidal_positions(n, d_model, base=base)
     assert table.shape == (n, d_model) and table.dtype == np.float64
-    np.testing.assert_allclose(table, sinusoidal_reference(n, d_model, base), rtol=0, atol=1e-15)
+    assert_ulp_close(table, sinusoidal_reference(n, d_model, base),
+                     magnitude=sinusoid_error_scale(n, d_model, base), n=1)
+
+
+def sinusoid_error_scale(n, d_model, base):
+    """How far two correct float64 tables of sinusoids may differ, in units of float64's eps,
+    entry by entry (rule 1 of tests/tolerance.py): an angle ``p / base**(2i/d)`` carries the rounding of the exponent
+    (half an ulp of ``2i/d``, times ``ln(base) * 2i/d``), of the power (NumPy's SIMD ``**`` is
+    within 4 ulp, libm's within 1) and of the division (half an ulp): about
+    ``(5 + ln(base) / 2)`` ulp of the angle, on each side; ``sin`` and ``cos`` add up to 4 ulp
+    of 1 each. NumPy's AVX-512 ``**`` and Python's differ by 1.4e-14 at p = 299."""
+    angles = np.arange(n)[:, None] / base ** (2 * (np.arange(d_model) // 2) / d_model)
+    return 2 * (5 + np.log(base) / 2) * angles + 8
 
 
 def test_sinusoidal_table_known_values():
@@ -50,7 +63,7 @@ def test_sinusoidal_table_known_values():
     expected = [[0, 1, 0, 1],
                 [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0.01)],
                 [np.sin(2), np.cos(2), np.sin(0.02), np.cos(0.02)]]
-    np.testing.assert_allclose(table, expected, rtol=0, atol=1e-16)
+    assert_ulp_close(table, expected, magnitude=sinusoid_error_scale(3, 4, 1e4), n=1)
 
 
 def test_sinusoidal_table_equals_roformers_after_the_halves_permutation():
@@ -77,8 +90,8 @@ def test_sinusoidal_dot_product_depends_only_on_the_distance(p, q, shift):
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"n": 4, "d_model": 5}, ValueError, r"d_model=5 must be even"),
     ({"n": 4, "d_model": 0}, ValueError, r"d_model must be >= 1, got 0"),
-    ({"n": 4, "d_model": 4, "base": 0.0}, ValueError, r"base must be a finite number > 0, got 0"),
-    ({"n": 4, "d_model": 4, "base": -2}, ValueError, r"base must be a finite number > 0, got -2"),
+    ({"n": 4, "d_model": 4, "base": 0.0}, ValueError, r"base must be a finite number >= 1 .*got 0"),
+    ({"n": 4, "d_model": 4, "base": -2}, ValueError, r"base must be a finite number >= 1 .*got -2"),
     ({"n": 4, "d_model": 4, "base": np.inf}, ValueError, r"base must be a finite .* got inf"),
     ({"n": 4, "d_model": 4, "base": np.nan}, ValueError, r"base must be a finite .* got nan"),
     ({"n": 4, "d_model": 4, "base": 10**400}, ValueError, r"an integer of 401 digits"),
@@ -141,7 +154,8 @@ def test_rope_known_values():
     expected = [[1, 0, 0, 1],
                 [np.cos(1), np.sin(1), -np.sin(0.01), np.cos(0.01)],
                 [np.cos(2), np.sin(2), -np.sin(0.02), np.cos(0.02)]]
-    np.testing.assert_allclose(rope(x), expected, rtol=0, atol=1e-16)
+    # x's entries are 0 and 1: each output is one sine or cosine, with its angle's error
+    assert_ulp_close(rope(x), expected, magnitude=sinusoid_error_scale(3, 4, 1e4), n=1)
     # Position 0 is no rotation at all; a position given as a float equals the same integer.
     np.testing.assert_array_equal(rope(x, [0, 1, 2]), rope(x))
     np.testing.assert_array_equal(rope(x, np.array([0.0, 1.0, 2.0])), rope(x))
@@ -259,7 +273,7 @@ def test_rope_in_threads_gives_the_same_answer():
      r"positions must hold integers or floats, got dtype bool"),
     ((np.zeros((3, 4)), ["a", "b", "c"]), {}, TypeError, r"positions must hold integers or floats"),
     ((np.zeros((3, 4)), [1j, 2j, 3j]), {}, TypeError, r"positions must hold .*complex128"),
-    ((np.zeros((3, 4)),), {"base": 0}, ValueError, r"base must be a finite number > 0"),
+    ((np.zeros((3, 4)),), {"base": 0}, ValueError, r"base must be a finite number >= 1"),
     ((np.zeros((3, 4)),), {"base": "10000"}, TypeError, r"base must be a real number"),
     ((np.full((2, 2), 6e4, np.float16),), {}, ValueError,
      r"rope\(x\) overflowed float16 \(x \(2, 2\)\).*compute in float64"),
@@ -330,12 +344,15 @@ def test_rope_layer_breaks_permutation_equivariance_and_its_trace_shows_the_rota
     plain.rope = False
     np.testing.assert_allclose(plain(x[perm]), plain(x)[perm], rtol=0, atol=1e-12)
     stages, unrotated = layer.trace(x), plain.trace(x)
-    np.testing.assert_allclose(stages["q"], rope(unrotated["q"]), rtol=0, atol=1e-14)
-    np.testing.assert_allclose(stages["k"], rope(unrotated["k"]), rtol=0, atol=1e-14)
+    for name in ("q", "k"):   # each output mixes a pair: (|x1| + |x2|) times its angle's error
+        pairs = 2 * np.abs(unrotated[name]).max()
+        assert_ulp_close(stages[name], rope(unrotated[name]), n=1,
+                         magnitude=pairs * sinusoid_error_scale(7, 4, 1e4))
     np.testing.assert_array_equal(stages["v"], unrotated["v"])
-    np.testing.assert_allclose(stages["scores"],
-                               stages["q"] @ stages["k"].swapaxes(-1, -2) / np.sqrt(4),
-                               rtol=0, atol=1e-14)
+    # scores: a product over d_k = 4 terms and a scale, in whichever order, on each side
+    q, k = stages["q"], stages["k"].swapaxes(-1, -2)
+    assert_within(stages["scores"], q @ k / np.sqrt(4),
+                  2 * gamma(4 + 1) * (np.abs(q) @ np.abs(k)) / np.sqrt(4))
 
 
 def test_rope_layer_scores_of_a_repeated_token_depend_on_the_distance_only():
@@ -379,3 +396,33 @@ def test_rope_flag_must_be_a_bool(value, message):
 def test_rope_is_keyword_only():
     with pytest.raises(TypeError):
         MultiHeadAttention(8, 2, None, None, 0, True)
+
+
+# ---- a base below 1 (found by outside tests) ----------------------------------------------------
+
+@pytest.mark.parametrize("base, shown", [
+    (5e-324, "5e-324"), (1e-310, "1e-310"), (1e-10, "1e-10"), (0.5, "0.5"),
+    (np.nextafter(1.0, 0.0), "0.9999999999999999"), (np.float32(0.5), "0.5"), (0, "0"),
+    (-1.0, "-1.0"), (np.int64(-3), "-3"), (np.inf, "inf"), (-np.inf, "-inf"), (np.nan, "nan")])
+def test_a_base_below_1_or_not_finite_is_refused_by_name_never_nan(base, shown):
+    """base=5e-324 gave NaN with warnings (the angles p / base^(2i/d) overflowed); any base
+    below 1 makes the later pairs turn faster than pair 0, more than a radian a position."""
+    message = rf"^base must be a finite number >= 1 \(pair i turns .*\), got {shown}$"
+    for call in (lambda: sinusoidal_positions(4, 64, base=base),
+                 lambda: rope(np.ones((4, 64)), base=base),
+                 lambda: rope(np.ones((2, 64)), [0.0, 1e300], base=base)):
+        with no_warnings(), pytest.raises(ValueError, match=message):
+            call()
+
+
+@pytest.mark.parametrize("base", [1, 1.0, np.nextafter(1.0, 2.0), 2, 1e300, np.finfo(float).max])
+def test_any_finite_base_from_1_up_gives_finite_angles(base):
+    """From 1 up no pair turns faster than a radian a position: no angle exceeds its position,
+    and the table and the rotation stay finite even at the largest positions."""
+    with no_warnings():
+        table = sinusoidal_positions(50, 64, base=base)
+        far = rope(np.ones((2, 64)), [0.0, np.finfo(float).max], base=base)
+    assert np.isfinite(table).all() and np.isfinite(far).all()
+    np.testing.assert_allclose(np.linalg.norm(far, axis=-1), 8.0, rtol=1e-14)
+    if base == 1:  # every pair turns by one radian a position: d/2 copies of pair 0
+        np.testing.assert_array_equal(table, np.tile(table[:, :2], 32))

@@ -136,10 +136,13 @@ def golden_maxima(model) -> tuple[float, float, int]:
     return float(hidden), float(attention), len(names)
 
 
-def bound(x: float) -> float:
-    """The one-digit bound the page gives for a measured maximum: the next 1e-6 up, say."""
-    scale = 10 ** math.floor(math.log10(x))
-    return float(f"{math.ceil(x / scale) * scale:.1e}")
+#: The bound the page gives for the golden differences, hidden states and attention weights
+#: alike. A bound, not a measured maximum rounded up: the maxima change with the BLAS kernel
+#: (4.2e-6 to 4.6e-6 on the hidden states, 1.7e-6 to 3.2e-6 on the weights, under
+#: OPENBLAS_CORETYPE Haswell, Sandybridge and SkylakeX), because two float32 runs of a model
+#: differ by their rounding, which a kernel's order of summation decides (tests/tolerance.py,
+#: rule 2); the one-digit maximum the page used to quote (2e-6) came out 4e-6 on another kernel.
+GOLDEN_BOUND = 1e-5
 
 
 def expected_numbers(model, e5) -> dict[float, str]:
@@ -150,7 +153,7 @@ def expected_numbers(model, e5) -> dict[float, str]:
 
     r = study()
     record = recorded_comparison()
-    hidden, attention, golden_sentences = golden_maxima(model)
+    _, _, golden_sentences = golden_maxima(model)          # the bound: its own test
     words = [len(s.split()) for s in SENTENCES]
     case = e5.forward(EXAMPLE_ZH).tokens
     links = word_links(model=e5)
@@ -164,8 +167,7 @@ def expected_numbers(model, e5) -> dict[float, str]:
         (model.d_k, "d_k"), (len(model.tokenizer.vocab), "vocabulary"),
         (round(megabytes, -1), "MB of weights"), (model.max_tokens, "positions"),
         (golden_sentences, "golden sentences"),
-        (bound(hidden), "bound on the golden hidden-state differences"),
-        (bound(attention), "bound on the golden attention differences"),
+        (GOLDEN_BOUND, "bound on the golden hidden-state and attention differences"),
         (record["inputs"], "inputs of the recorded sweep"), (2, "its shortest input"),
         (two_digits(record["hidden"]), "its largest hidden-state difference"),
         (two_digits(record["attention"]), "its largest attention difference"),
@@ -212,11 +214,12 @@ def test_every_number_in_the_real_heads_prose_comes_from_the_code(model, e5, lan
     assert not missing, missing
 
 
-def test_golden_bounds_are_tight(model):
-    """The page's bounds on the golden differences are the measured maxima rounded up."""
+def test_golden_bound_holds_and_says_something(model):
+    """The page's bound on the golden differences holds, with room for another kernel's
+    rounding, and is no more than five times the larger maximum (not a vacuous bound)."""
     hidden, attention, _ = golden_maxima(model)
-    for x in (hidden, attention):
-        assert x < bound(x) <= 2 * x
+    assert max(hidden, attention) < GOLDEN_BOUND / 2
+    assert GOLDEN_BOUND <= 5 * max(hidden, attention)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Most of the site links relatively and works under any subpath, but the 404 page cannot: it is
 served for a missing path at any depth, so its links are absolute, made from ``site_url``'s path.
-The Pages workflow (.github/workflows/docs.yml) sets ``SITE_URL`` from the Pages address and
+The Pages workflow (.github/workflows/ci.yml) sets ``SITE_URL`` from the Pages address and
 ``DEPLOY=true``; a deployment build without a usable ``SITE_URL`` stops here instead of
 publishing a 404 page whose links lead nowhere.
 """

@@ -123,6 +123,37 @@ SUITE_OF_PATH = (
 )
 
 
+#: What the ``plots`` and ``docs`` extras bring that modules here import (top-level names).
+#: With only the ``test`` extra installed (``python3 dev.py test -m core``, CI's core jobs on
+#: every platform), a module that cannot be imported for want of one of them is skipped, with
+#: the reason, instead of failing the whole collection: markers deselect only after collecting,
+#: and such a module belongs to the site's suites anyway. With every extra installed, as
+#: ``python3 dev.py test`` has it, nothing is skipped.
+SITE_STACK = frozenset({
+    "matplotlib", "PIL", "markdown", "jinja2", "mkdocs", "material", "mkdocs_jupyter",
+    "mkdocstrings", "mkdocstrings_handlers", "pymdownx", "jieba", "quickjs", "nbformat",
+    "nbconvert",
+})
+
+
+def missing_site_stack(error: str) -> list[str]:
+    """The modules of `SITE_STACK` an import error names, or [] if it names any other module."""
+    missing = sorted({name.split(".")[0]
+                      for name in re.findall(r"No module named '([\w.]+)'", error)})
+    return missing if missing and set(missing) <= SITE_STACK else []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    report = yield
+    missing = missing_site_stack(str(report.longrepr)) if report.failed else []
+    if missing:
+        report.outcome = "skipped"
+        report.longrepr = (str(collector.path), None,
+                           f"Skipped: needs {', '.join(missing)} (the plots and docs extras)")
+    return report
+
+
 def suite_of(path: str) -> str | None:
     """The suite of a test collected from ``path`` (POSIX, relative to the repository)."""
     return next((suite for prefix, suite in SUITE_OF_PATH if path.startswith(prefix)), None)

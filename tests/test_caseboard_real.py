@@ -71,13 +71,13 @@ COLOUR = """variable => {
 # --- The built data ----------------------------------------------------------------------------
 
 def index(site_dir, lang: str) -> dict:
-    return json.loads((site_dir / "assets" / "caseboard" / f"real-{lang}.json").read_text("utf-8"))
+    return json.loads((site_dir / "assets" / "caseboard" / f"real-{lang}.json").read_text(encoding="utf-8"))
 
 
 def sentence_file(site_dir, model: str, sentence: str) -> tuple[list[str], np.ndarray]:
     """A built sentence file's tokens and weights, shape (layers, heads, n, n), byte / 255."""
     path = site_dir / "assets" / "caseboard" / "real" / f"{model}-{sentence}.json"
-    data = json.loads(path.read_text("utf-8"))
+    data = json.loads(path.read_text(encoding="utf-8"))
     raw = np.frombuffer(base64.b64decode(data["weights"]), dtype=np.uint8)
     shape = (data["layers"], data["heads"], data["n"], data["n"])
     return data["tokens"], raw.reshape(shape) / 255  # (layers, heads, n, n)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "mha")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "NOTICE.md", "MANIFEST.in", "mha")
 
 
 def modules_in_the_tree() -> list[str]:
@@ -64,7 +64,8 @@ def installed(tmp_path_factory) -> Path:
     shutil.unpack_archive(wheel, site, format="zip")
     # NumPy and matplotlib come from the test environment; its mha (editable) must not.
     deps = {Path(np.__file__).parents[1]}
-    (site / "test-deps.pth").write_text("\n".join(str(d) for d in deps) + "\n")
+    (site / "test-deps.pth").write_text("\n".join(str(d) for d in deps) + "\n",
+                                         encoding="utf-8")
     return python
 
 
@@ -94,6 +95,19 @@ def test_a_wheel_holds_every_module_and_data_file(installed, tmp_path):
     assert sorted(report["found"]) == sorted(modules)
     assert set(data_files_in_the_tree()) <= set(report["files"])
     assert "mha/site/data/benchmark.json" in report["files"]
+
+
+def test_the_wheel_carries_both_licence_files_and_one_version(installed, tmp_path):
+    code = ("import importlib.metadata as metadata, json, mha\n"
+            "print(json.dumps({'versions': [metadata.version('mha'), mha.__version__],\n"
+            "                  'licences': sorted(f.name for f in metadata.files('mha')\n"
+            "                                     if 'licenses' in f.parts)}))")
+    result = subprocess.run([str(installed), "-c", code], cwd=tmp_path, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["licences"] == ["LICENSE", "NOTICE.md"]
+    assert report["versions"][0] == report["versions"][1]
 
 
 def test_importing_the_core_from_the_wheel_needs_numpy_alone(installed, tmp_path):

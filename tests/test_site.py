@@ -271,7 +271,7 @@ def test_nothing_is_loaded_from_another_origin(site):
             assert not external.search(text), f"{path}: {external.search(text).group(0)}"
         elif path.suffix == ".css":
             assert not css_url.search(path.read_text(encoding="utf-8")), path
-    config = (ROOT / "mkdocs.yml").read_text()
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert "repo_url" not in config.replace("# No repo_url", "")
     assert re.search(r"^\s*font: false", config, re.M)
 
@@ -419,7 +419,7 @@ def page_markers() -> dict[tuple[str, str, str], str]:
     found = {}
     for lang in LANGS:
         for page in pages(lang):
-            for name, argument in markers.MARKER.findall((DOCS / lang / page).read_text("utf-8")):
+            for name, argument in markers.MARKER.findall((DOCS / lang / page).read_text(encoding="utf-8")):
                 if name == "repository":
                     continue
                 assert name == "table", f"{lang}/{page}: <!-- mha:{name} -->"
@@ -474,14 +474,6 @@ def test_a_deployment_build_needs_its_site_url(environ, fails):
             check(environ)
     else:
         check(environ)
-
-
-def test_the_pages_workflow_deploys_with_its_site_url():
-    workflow = (ROOT / ".github" / "workflows" / "docs.yml").read_text(encoding="utf-8")
-    build = workflow[workflow.index("Build the site"):]
-    for line in ('SITE_URL: ${{ steps.pages.outputs.base_url }}/', 'DEPLOY: "true"',
-                 'REPO_URL: ${{ github.server_url }}/${{ github.repository }}'):
-        assert line in build, line
 
 
 def test_install_pages_give_the_repository_address(site):
@@ -781,7 +773,8 @@ def test_search_entries_are_reused_only_while_the_page_is_unchanged(search_cache
     from material.plugins.search.plugin import SearchIndex
     from mkdocs.structure.toc import get_toc
 
-    import_hook("markers").on_config({})  # the glossary's words in jieba, as in a build
+    search_cache.on_config({})            # the glossary's words, read as in a build,
+    search_cache.jieba_ready()            # and added to jieba as before the first page parsed
     material_parse, parsed = search_cache._parse, []
 
     def parse(index, page):
@@ -815,13 +808,16 @@ def test_search_entries_are_reused_only_while_the_page_is_unchanged(search_cache
 
 
 def test_jieba_gets_each_glossary_word_once_per_process():
-    """Under mkdocs serve every rebuild runs on_config again: jieba's frequencies stay put."""
+    """Under mkdocs serve every rebuild reads the glossary again and parses some page:
+    jieba's frequencies stay put."""
     import jieba
 
-    markers = import_hook("markers")
-    markers.on_config({})
+    search_cache = import_hook("search_cache")
+    search_cache.on_config({})
+    search_cache.jieba_ready()
     state = (len(jieba.dt.FREQ), jieba.dt.total)
-    markers.on_config({})
+    search_cache.on_config({})
+    search_cache.jieba_ready()
     assert (len(jieba.dt.FREQ), jieba.dt.total) == state
     assert jieba.dt.FREQ.get("注意力头", 0) > 0
 
@@ -948,7 +944,7 @@ def test_material_is_the_minor_release_the_templates_were_copied_from():
     import tomllib
     from importlib.metadata import version
 
-    docs = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+    docs = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "optional-dependencies"]["docs"]
     assert "mkdocs-material>=9.8.2,<9.9" in docs
     assert version("mkdocs-material").startswith("9.8.")
@@ -1095,10 +1091,38 @@ def test_each_language_gets_its_own_search_index(site):
         assert json.loads(config.search(html).group(1))["base"] == base, path
 
 
+def test_search_entries_are_kept_for_the_next_build(search_cache, monkeypatch, tmp_path):
+    """hooks/search_cache.py writes the entries of the pages a build indexed to its cache file
+    after the build; the next process reads them, so a warm ``mkdocs build`` parses no page,
+    nor loads jieba's dictionary, until one changes, or Material does."""
+    from material.plugins.search.plugin import SearchIndex
+
+    parsed = []
+    monkeypatch.setattr(search_cache, "CACHE", tmp_path / "search" / "entries.json")
+    monkeypatch.setattr(search_cache, "_parse", lambda index, page: (
+        parsed.append(page.url), index.entries.append({"location": page.url})))
+    monkeypatch.setattr(search_cache, "_entries", {})
+    monkeypatch.setattr(search_cache, "_used", set())
+    page = SimpleNamespace(url="x/", title="T", meta={}, toc=[], content="<p>text</p>")
+    index = SearchIndex(lang=["en"], separator=" ", pipeline=[], fields={})
+    index.add_entry_from_context(page)
+    search_cache.on_post_build({})
+    search_cache._entries.clear()                 # a new process
+    search_cache._used.clear()
+    search_cache.on_startup(command="build", dirty=False)
+    index = SearchIndex(lang=["en"], separator=" ", pipeline=[], fields={})
+    monkeypatch.setattr(search_cache, "jieba_ready", lambda: parsed.append("jieba"))
+    index.add_entry_from_context(page)
+    assert parsed == ["x/"] and index.entries == [{"location": "x/"}]  # jieba not even loaded
+    monkeypatch.setattr(search_cache, "MATERIAL", "another version")
+    index.add_entry_from_context(page)
+    assert parsed == ["x/", "jieba", "x/"]
+
+
 def test_mkdocs_keeps_the_hooks_across_rebuilds():
     """mkdocs serve loads mkdocs.yml again for every rebuild but keeps each hook's module (its
     loader is cached), which the hooks' in-memory caches rely on: figures._last_fingerprint,
-    katex._cache, search_cache._entries, markers._jieba_words."""
+    katex._cache, search_cache._entries and _jieba_words."""
     from mkdocs.config import load_config
 
     first = load_config(str(ROOT / "mkdocs.yml")).plugins

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -75,7 +76,11 @@ def on_pre_build(config) -> None:
     if stamp.get("sources") == current and stamp.get("outputs") == outputs(ROOT):
         printed = [line for line in stamp["printed"] if line.startswith("real heads:")]
     else:
+        log.info("drawing the figures, tables and the case board's data from mha (a subprocess; "
+                 "the first build takes about 10-20 s)")
+        started = time.perf_counter()
         printed = draw()
+        printed[:1] = [f"{line} in {time.perf_counter() - started:.1f} s" for line in printed[:1]]
         STAMP.parent.mkdir(parents=True, exist_ok=True)
         STAMP.write_text(json.dumps({"sources": current, "outputs": outputs(ROOT),
                                      "printed": printed}), encoding="utf-8")

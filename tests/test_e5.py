@@ -57,6 +57,7 @@ from mha.models.e5 import (PASSAGE, QUERY, SHA256, WEIGHTS_FILE, E5, E5NotInstal
 from mha.models.e5bin import Q4_0, dequantize_q4_0, read_e5_file
 from mha.models.encoder import EncoderOutput, SpecialTokens, bert_layer
 from mha.models.sentencepiece import SentencePieceTokenizer
+from helpers import in_threads
 from tolerance import clear_top, gamma, rounds_to
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -627,11 +628,7 @@ def test_threads_making_the_first_load_at_once_load_once(monkeypatch, tmp_path):
         barrier.wait()
         models[i] = load_e5(path)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(work, 8)
     assert loads == {"weights": 1, "model": 1}
     assert all(m is models[0] for m in models) and isinstance(models[0], Model)
     assert load_e5_weights(path) is models[0].e5_weights and loads["weights"] == 1

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 import numpy as np
 from hypothesis import strategies as st
 
+from tolerance import eps, gamma
+
 # Tolerances against the plain-Python reference, which computes in float64 (rule 2 of
 # tests/tolerance.py): a product over the k <= 64 terms of the tests' shapes errs by at most
 # gamma(64) = 3.8e-6 (float32) or 7.1e-15 (float64) of the sum of its terms' sizes; attention
@@ -34,6 +36,91 @@ def assert_close(actual, expected, dtype=None):
     """``np.testing.assert_allclose`` with the tolerance of ``dtype`` (default: ``actual``'s)."""
     dtype = np.dtype(dtype or np.asarray(actual).dtype)
     np.testing.assert_allclose(actual, expected, **TOLERANCE[dtype])
+
+
+def attention_error(q, k, v, w, scale=None, input_errors=(0.0, 0.0, 0.0), dtype=None):
+    """Rule 2 of tests/tolerance.py for one evaluation of attention ``w = softmax(scale q k^T)``,
+    ``out = w v`` in ``dtype`` (default: that of ``q, k, v``): the bounds
+    ``(out_error, w_error)``, elementwise. Two evaluations (other shapes, another kernel) differ
+    by at most twice them.
+
+    A score sums d_k products and is scaled (gamma(d_k + 2) of ``scale |q| |k|^T``), and softmax
+    subtracts the row's largest (u of the two, so gamma(d_k + 4) in all); it turns the scores'
+    absolute error into a relative one twice as large (the score's and the row's largest), and
+    adds exp's 4 ulp, its sum's gamma(n_k) and the division's ulp; ``w v`` sums n_k terms of
+    ``|w| |v|`` more. ``input_errors`` are absolute bounds on the errors ``q, k, v`` already
+    carry (a layer's projections), passed on to first order.
+    """
+    dtype = np.dtype(dtype or np.result_type(q, k, v))
+    d_k, n_k = np.shape(q)[-1], np.shape(k)[-2]
+    scale = abs(1 / np.sqrt(d_k) if scale is None else scale)
+    q, k, v = (np.abs(np.asarray(a, np.float64)) for a in (q, k, v))
+    dq, dk, dv = (np.broadcast_to(e, a.shape) for e, a in zip(input_errors, (q, k, v)))
+    k_t, dk_t = np.swapaxes(k, -1, -2), np.swapaxes(dk, -1, -2)
+    score_error = scale * (gamma(d_k + 4, dtype) * (q @ k_t) + dq @ k_t + q @ dk_t)
+    w_rel = (2 * score_error.max(axis=-1, keepdims=True, initial=0.0) + 5 * eps(dtype)
+             + gamma(n_k, dtype))
+    w = np.abs(np.asarray(w, np.float64))
+    out_error = (gamma(n_k, dtype) + w_rel) * (w @ v) + w @ dv
+    return out_error, w_rel * w
+
+
+def layer_error(layer, x, w, context=None, positions=None, return_weights=False):
+    """Rule 2 for one evaluation of ``layer`` (a `mha.MultiHeadAttention`) on ``x``, with its
+    attention weights ``w``: a bound on the output's error, elementwise (and, with
+    ``return_weights``, on the weights' error too).
+
+    Each projection sums d_model terms: gamma(d_model + 2) of ``|x| |W|`` (2 for casting ``x``
+    and the weights to the dtype of the computation, if they are). With RoPE a rotated query or
+    key errs by more, relative to at most twice its head's largest size: its 2-term sum, cos and
+    sin (4 ulp each) and an angle ``p * freq`` off by ~3u of p, for positions p below
+    ``positions`` (default n). `attention_error` passes these on through the layer's own
+    queries, keys and values (`MultiHeadAttention.trace`); the heads, side by side, sum
+    h * d_v terms of ``|heads| |W_O|`` more (and W_O's cast).
+    """
+    dtype = np.result_type(x)
+    stages = layer.trace(x, context=context)  # the queries, keys and values: no mask needed
+    g = layer.h // layer.kv_heads
+    q = stages["q"]
+    k, v = (np.repeat(stages[name], g, axis=-3) for name in ("k", "v"))
+    ax = np.abs(np.asarray(x, np.float64))
+    ac = ax if context is None else np.abs(np.asarray(context, np.float64))
+    size_q = np.einsum("...nd,dhk->...hnk", ax, np.abs(layer.W_Q))
+    size_k, size_v = (np.repeat(np.einsum("...md,dhk->...hmk", ac, np.abs(W)), g, axis=-3)
+                      for W in (layer.W_K, layer.W_V))
+    k_in = layer.d_model + 2
+    dv = gamma(k_in, dtype) * size_v
+    if layer.rope:
+        size_q, size_k = (2 * a.max(axis=-1, keepdims=True) for a in (size_q, size_k))
+        k_in += 12 + 3 * (np.shape(x)[-2] if positions is None else positions)
+    dq, dk = gamma(k_in, dtype) * size_q, gamma(k_in, dtype) * size_k
+    head_error, w_error = attention_error(q, k, v, w, layer.scale, (dq, dk, dv), dtype)
+    heads = np.abs(np.asarray(w, np.float64)) @ np.abs(v.astype(np.float64))
+
+    def concat(a):  # (..., h, n, d_v) -> (..., n, h * d_v)
+        return np.moveaxis(a, -3, -2).reshape(a.shape[:-3] + (a.shape[-2], -1))
+
+    W_O = np.abs(layer.W_O)
+    out_error = (concat(head_error) @ W_O
+                 + gamma(layer.h * layer.d_v + 1, dtype) * (concat(heads) @ W_O))
+    return (out_error, w_error) if return_weights else out_error
+
+
+def chunked_error(q, k, v, w, block_size):
+    """Rule 2 for chunked_attention's output: one evaluation's `attention_error`, and for each
+    of the ceil(n_k / block_size) key blocks one more rescaling of the running sum and output
+    by exp(m - m_new) (exp's ulps and the scores' error once more, relative): at most
+    (blocks + 1) times the plain path's bound."""
+    blocks = -(-np.shape(k)[-2] // block_size)
+    return (blocks + 1) * attention_error(q, k, v, w)[0]
+
+
+def weights_sum_error(n_k, dtype=np.float64, probabilistic=False):
+    """Rule 2 for the sum of one row of softmax weights over ``n_k`` keys, which is 1: exp's
+    errors cancel (the row is divided by the sum of the same exps), so what is left is that
+    sum's gamma(n_k), each weight's division (half an ulp, relative) and this sum's gamma(n_k)
+    (``probabilistic``: the sqrt(n_k) form, for float32 rows of hundreds of keys)."""
+    return 2 * gamma(n_k, dtype, probabilistic) + eps(dtype) / 2
 
 
 @contextmanager

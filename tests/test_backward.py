@@ -16,16 +16,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import (BAD_QKV, K, Q, V, attention_inputs, bad_arrays, in_threads, make_mask,
-                     no_warnings, numeric_gradient)
+from helpers import (BAD_QKV, K, Q, V, attention_inputs, bad_arrays, in_threads, layer_error,
+                     make_mask, no_warnings, numeric_gradient)
 from mha import (MultiHeadAttention, attention_backward, scaled_dot_product_attention, softmax,
                  softmax_backward)
 from tolerance import assert_within, gamma
 
 GOLDEN = np.load(Path(__file__).parent / "golden" / "backward.npz")
+# Rule 2 of tests/tolerance.py for the golden cases' backward chains (a few products deep, over
+# k <= 24 terms: d_model 16, h * d_v <= 24, n <= 7, batches <= 3). float64: terms of |x| <= 3.6
+# times |W| <= 1.2 or gradients <= 21 give sums of sizes up to ~200, gamma(24) * 200 = 5e-13 per
+# product: 1e-12 absolute and relative. float32 (sdpa/float32: d_k 16, n 6, values <= 3.3):
+# ~sqrt(16) u = 2.4e-7 of sizes ~20 per product (probabilistic rule), ~5e-6 on gradients of ~1:
+# 1e-5 relative, 1e-6 absolute for the small ones.
 GOLDEN_TOL = {np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12},
               np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-6}}
-FD_TOL = {"rtol": 1e-6, "atol": 1e-7}
+FD_TOL = {"rtol": 1e-6, "atol": 1e-7}  # finite differences' ~1e-9 (module docstring), 100x
 GRADIENTS = ("x", "context", "W_Q", "W_K", "W_V", "W_O")
 
 
@@ -174,6 +180,8 @@ def test_self_attention_gradient_of_x_is_the_sum_of_its_three_roles():
     own = layer.backward(x, d_out, mask)
     assert own["context"] is None
     cross = layer.backward(x, d_out, mask, context=x.copy())
+    # float64 chain of products over k <= 8 (d_model, n = 5, h * d_v) of N(0, 1) inputs and
+    # weights ~0.5, sizes of terms <= ~10: gamma(8) * 10 = 9e-15 each, a few deep, per side
     np.testing.assert_allclose(own["x"], cross["x"] + cross["context"], rtol=1e-12, atol=1e-14)
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         np.testing.assert_allclose(own[name], cross[name], rtol=1e-12, atol=1e-14)
@@ -216,8 +224,8 @@ def test_layer_backward_matches_torch_autograd(name):
                                rope=bool(g("rope")))
     layer.W_Q, layer.W_K, layer.W_V, layer.W_O = W_Q, g("W_K"), W_V, g("W_O")
     x, context, mask = g("x"), get("context"), get("mask")
-    np.testing.assert_allclose(layer(x, mask, context=context), g("output"), rtol=1e-12,
-                               atol=1e-12)  # the same layer as torch's
+    out, w = layer(x, mask, context=context, return_weights=True)
+    assert_within(out, g("output"), 2 * layer_error(layer, x, w, context))  # the same as torch's
     grads = layer.backward(x, g("d_out"), mask, context=context)
     expected = {name: get(f"d{name}") for name in GRADIENTS}
     assert_gradients_close(grads, expected, **GOLDEN_TOL[np.dtype(np.float64)])
@@ -283,8 +291,20 @@ def test_softmax_backward_of_a_zero_row_is_zero_and_ignores_a_shift_of_dp():
         dx = softmax_backward(p, dp)
     np.testing.assert_array_equal(dx[2], 0.0)
     shift = rng.normal(size=(4, 1)) * 10  # one constant per row
-    np.testing.assert_allclose(softmax_backward(p, dp + shift), dx, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(dx.sum(axis=-1), 0.0, atol=1e-14)  # softmax sums to 1: no net
+    # dx = p * (dp - sum(p * dp)) errs by gamma(6 + 2) * p * (|dp| + sum |p * dp|) (rule 2;
+    # one more term where dp + shift rounds); with the shift, p * shift * (1 - sum p) remains,
+    # and the computed p sum to 1 within 2u of the rows' spread (x_i - max rounds), exp's 4 ulp,
+    # the division's and the 6-term sum's gamma(6), relative
+    spread = np.ptp(x[np.isfinite(x).all(axis=-1)], axis=-1).max()
+    sum_p_error = np.finfo(float).eps * spread + 5 * np.finfo(float).eps + gamma(6)
+    sizes = np.abs(dp) + np.abs(shift)
+    rounding = gamma(6 + 2 + 1) * p * (sizes + (p * sizes).sum(-1, keepdims=True))
+    assert_within(softmax_backward(p, dp + shift), dx,
+                  2 * rounding + p * np.abs(shift) * sum_p_error)
+    # sum dx = sum(p * dp) * (1 - sum p): each term's error, gamma(6) of the sum, and 1 - sum p
+    terms = p * (np.abs(dp) + (p * np.abs(dp)).sum(-1, keepdims=True))
+    assert_within(dx.sum(axis=-1), 0.0, gamma(8 + 6) * terms.sum(-1)
+                  + (p * np.abs(dp)).sum(-1) * sum_p_error)  # no net change
     dx0 = softmax_backward(p.T, dp.T, axis=0)  # the axis is honoured
     # the same sums along another axis, maybe in another order: dx = p * (dp - sum(p * dp)),
     # so each side errs by ~gamma(6 + 2) * p * (|dp| + sum |p * dp|) (tests/tolerance.py)
@@ -317,6 +337,9 @@ def test_gradients_of_broadcast_inputs_are_summed_over_the_dimensions_they_were_
     assert (dq.shape, dk.shape, dv.shape) == (q.shape, k.shape, v.shape)
     full = [np.broadcast_to(a, (2, 3) + a.shape[-2:]).copy() for a in (q, k, v)]
     dq_full, dk_full, dv_full = attention_backward(*full, d_out, mask)
+    # float64 products over k <= 6 (n_k, d_k = 5, n_q = 4) of N(0, 1) values, sizes of terms
+    # <= ~10 (gamma(6) * 10 = 7e-15), a broadcast layout's kernel on one side; dk and dv then
+    # sum 2 or 6 such copies in another order: 1e-13 / 1e-12 relative, 1e-15 / 1e-14 absolute
     np.testing.assert_allclose(dq, dq_full, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(dk, dk_full.sum(axis=0, keepdims=True), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(dv, dv_full.sum(axis=(0, 1)), rtol=1e-12, atol=1e-14)
@@ -330,6 +353,8 @@ def test_float32_stays_float32_and_agrees_with_float64():
     grads32 = attention_backward(*(a.astype(np.float32) for a in (q, k, v, d_out)))
     for g32, g64 in zip(grads32, grads64):
         assert g32.dtype == np.float32
+        # float32 (u = 6e-8) chain of products over k <= 5 of N(0, 1) values, sizes <= ~10:
+        # gamma(5) * 10 = 3e-6 each, a few deep: 1e-5 absolute, 1e-4 relative
         np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-5)
     dx32 = softmax_backward(softmax(q.astype(np.float32)), d_out.astype(np.float32))
     assert dx32.dtype == np.float32
@@ -339,7 +364,8 @@ def test_float32_stays_float32_and_agrees_with_float64():
     expected = layer.backward(x, d_out[0])
     for name in ("x", "W_Q", "W_K", "W_V", "W_O"):
         assert layer_grads[name].dtype == np.float32, name
-        np.testing.assert_allclose(layer_grads[name], expected[name], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(layer_grads[name], expected[name], rtol=1e-4,
+                                   atol=1e-5)  # as above: d_model 4, n 5, h * d_v 4
 
 
 def frozen(*arrays):
@@ -394,7 +420,7 @@ def test_two_threads_get_the_same_gradients_as_one():
     for i in range(2):
         assert len(results[i]) == 20
         for grads in results[i]:
-            assert_gradients_close(grads, expected[i], rtol=1e-13, atol=1e-15)
+            assert_gradients_close(grads, expected[i], rtol=0, atol=0)  # the same code: exact
 
 
 # ---- overflow -----------------------------------------------------------------------------------
@@ -571,8 +597,11 @@ def test_backward_with_context_x_is_cross_attention_whichever_array_context_is(l
     copied = layer.backward(x, d_out, mask, context=x.copy())
     assert same["context"] is not None and same["context"].shape == x.shape
     for name in GRADIENTS:  # the forward took another path (one fused product): rounding only
+        # float64 chain of products over k <= 8 (d_model, n = 5, h * d_v) of N(0, 1) inputs and
+        # weights ~0.5, sizes of terms <= ~10: gamma(8) * 10 = 9e-15 each, a few deep
         np.testing.assert_allclose(same[name], copied[name], rtol=1e-12, atol=1e-14,
                                    err_msg=name)
     own = layer.backward(x, d_out, mask)
     assert own["context"] is None
-    np.testing.assert_allclose(own["x"], same["x"] + same["context"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(own["x"], same["x"] + same["context"], rtol=1e-12,
+                               atol=1e-14)  # as above, one more sum of two

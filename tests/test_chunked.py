@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import (BAD_FLAGS, BAD_INTEGERS, BAD_LENGTHS, BAD_QKV, BAD_SCALES, DTYPES, TOLERANCE,
-                     K, Q, V, assert_close, chunked_inputs, no_warnings)
+from helpers import (BAD_FLAGS, BAD_INTEGERS, BAD_LENGTHS, BAD_QKV, BAD_SCALES, DTYPES, K, Q, V,
+                     attention_error, chunked_error, chunked_inputs, no_warnings)
 from mha import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
 from mha.chunked import chunked_attention
 from mha.reference import attention_reference
+from tolerance import assert_within
 
 
 def dense_mask(n_q, n_k, causal=False, window=None, lengths=None):
@@ -30,6 +31,14 @@ def dense_mask(n_q, n_k, causal=False, window=None, lengths=None):
     return mask
 
 
+def assert_as_plain(out, q, k, v, mask, block_size, expected=None):
+    """chunked_attention's ``out`` against the plain path (or ``expected``, another evaluation:
+    the reference) on ``mask``: within its `chunked_error` and one evaluation's bound more."""
+    plain, w = scaled_dot_product_attention(q, k, v, mask)
+    bound = chunked_error(q, k, v, w, block_size) + attention_error(q, k, v, w)[0]
+    assert_within(out, plain if expected is None else expected, bound)
+
+
 def blocks_with_a_visible_pair(mask, block_size):
     """Count the (query block, key block) tiles in which some batch element sees some key."""
     n_q, n_k = mask.shape[-2:]
@@ -45,11 +54,10 @@ def test_equals_the_plain_path_and_the_reference(inputs):
         out, stats = chunked_attention(q, k, v, **kwargs, return_stats=True)
     n_q, n_k = q.shape[-2], k.shape[-2]
     mask = dense_mask(n_q, n_k, kwargs["causal"], kwargs["window"], kwargs["lengths"])
-    plain, _ = scaled_dot_product_attention(q, k, v, mask)
     reference, _ = attention_reference(q, k, v, mask)
-    assert out.shape == plain.shape and out.dtype == q.dtype
-    assert_close(out, plain)  # TOLERANCE: float32 rtol 2e-4 / atol 2e-5, float64 1e-10 / 1e-12
-    assert_close(out, reference)
+    assert out.shape == reference.shape and out.dtype == q.dtype
+    assert_as_plain(out, q, k, v, mask, kwargs["block_size"])
+    assert_as_plain(out, q, k, v, mask, kwargs["block_size"], reference)
     # A tile is computed exactly when the mask lets some query of it see some key of it.
     block_size = kwargs["block_size"]
     assert stats["blocks_total"] == -(-n_q // block_size) * -(-n_k // block_size)
@@ -73,8 +81,7 @@ def test_every_block_size_gives_the_plain_result(structure, block_size, dtype):
     with no_warnings():
         out = chunked_attention(q, k, v, **kwargs, block_size=block_size)
     assert out.dtype == dtype
-    plain, _ = scaled_dot_product_attention(q, k, v, mask)
-    np.testing.assert_allclose(out, plain, **TOLERANCE[np.dtype(dtype)])  # the stated tolerance
+    assert_as_plain(out, q, k, v, mask, block_size)
 
 
 @pytest.mark.parametrize("block_size", [1, 2, 3, 7, 11, 512])
@@ -85,7 +92,8 @@ def test_more_queries_than_keys_and_fewer(block_size):
         k, v = rng.normal(size=(2, 2, n_k, 4))
         lengths = np.array([n_k, n_k // 2])
         out = chunked_attention(q, k, v, lengths=lengths, block_size=block_size)
-        assert_close(out, attention_reference(q, k, v, dense_mask(n_q, n_k, lengths=lengths))[0])
+        mask = dense_mask(n_q, n_k, lengths=lengths)
+        assert_as_plain(out, q, k, v, mask, block_size, attention_reference(q, k, v, mask)[0])
 
 
 def test_heads_split_from_d_model_as_strided_views():
@@ -95,8 +103,7 @@ def test_heads_split_from_d_model_as_strided_views():
     heads = x.reshape(3, 40, 4, 8).transpose(0, 2, 1, 3)  # (b, h, n, d_k), strided
     assert not heads.flags.c_contiguous
     out = chunked_attention(heads, heads[:, ::-1], heads, causal=True, block_size=16)
-    assert_close(out, scaled_dot_product_attention(heads, heads[:, ::-1], heads,
-                                                   causal_mask(40))[0])
+    assert_as_plain(out, heads, heads[:, ::-1], heads, causal_mask(40), 16)
 
 
 # ---- the online softmax of the Notes, step by step -----------------------------------------------
@@ -113,8 +120,10 @@ def test_the_notes_formulas_are_what_the_code_computes():
         l_sum = np.exp(m - m_new) * l_sum + p.sum(axis=1, keepdims=True)
         o = np.exp(m - m_new) * o + p @ v[block]
         m = m_new
-    np.testing.assert_allclose(chunked_attention(q, k, v, block_size=2), o / l_sum, rtol=1e-12)
-    np.testing.assert_allclose(o / l_sum, attention_reference(q, k, v)[0], rtol=1e-12)
+    notes_error = chunked_error(q, k, v, np.exp(s) / np.exp(s).sum(axis=1, keepdims=True), 2)
+    assert_within(chunked_attention(q, k, v, block_size=2), o / l_sum, 2 * notes_error)
+    reference, w = attention_reference(q, k, v)
+    assert_within(o / l_sum, reference, notes_error + attention_error(q, k, v, w)[0])
 
 
 # ---- zeros for queries that see nothing, dtypes, stability ---------------------------------------
@@ -129,8 +138,7 @@ def test_a_query_that_sees_no_key_gets_zeros_without_warning(dtype, block_size):
     assert out.dtype == dtype
     np.testing.assert_array_equal(out[0], np.zeros((6, 4), dtype))
     assert np.isfinite(out).all()
-    assert_close(out, scaled_dot_product_attention(q, k, v, dense_mask(6, 6, True,
-                                                                        lengths=lengths))[0])
+    assert_as_plain(out, q, k, v, dense_mask(6, 6, True, lengths=lengths), block_size)
 
 
 def test_no_keys_at_all_and_no_queries_at_all():
@@ -186,7 +194,7 @@ def test_large_scores_stay_finite_and_exact(dtype, block_size):
     assert np.abs(q @ k.T / 4).max() > 100
     with no_warnings():
         out = chunked_attention(q, k, v, block_size=block_size)
-    assert_close(out, attention_reference(q, k, v)[0])
+    assert_as_plain(out, q, k, v, None, block_size, attention_reference(q, k, v)[0])
 
 
 def test_scores_that_overflow_are_refused():
@@ -234,7 +242,7 @@ def test_masks_skip_the_tiles_they_hide(kwargs, visited, masked):
     mask = dense_mask(N, N, kwargs.get("causal", False), kwargs.get("window"),
                       kwargs.get("lengths"))
     assert blocks_with_a_visible_pair(mask, BLOCK) == visited  # the same count from the mask
-    assert_close(out, scaled_dot_product_attention(q, k, v, mask)[0])
+    assert_as_plain(out, q, k, v, mask, BLOCK)
 
 
 # ---- memory ------------------------------------------------------------------------------------

@@ -126,10 +126,8 @@ def matmul_bound(a, b, dtype=None, probabilistic: bool = False):
 def assert_within(actual, expected, bound, err_msg: str = ""):
     """Assert ``|actual - expected| <= bound`` elementwise (``bound`` broadcasts), naming the
     worst element and its bound."""
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), np.broadcast(actual,
-                                                                              expected).shape)
+    actual, expected, bound = np.broadcast_arrays(  # a number against an array, too
+        *(np.asarray(a, dtype=np.float64) for a in (actual, expected, bound)))
     diff = np.abs(actual - expected)
     bad = ~(diff <= bound) & ~((actual == expected) | (np.isnan(actual) & np.isnan(expected)))
     if bad.any():
@@ -137,7 +135,8 @@ def assert_within(actual, expected, bound, err_msg: str = ""):
         raise AssertionError(
             f"{err_msg + ': ' if err_msg else ''}{int(bad.sum())} of {bad.size} elements differ "
             f"by more than the error bound; worst at {tuple(int(i) for i in where)}: "
-            f"|{actual[where]!r} - {expected[where]!r}| = {diff[where]:.3e} > {bound[where]:.3e}")
+            f"|{float(actual[where])!r} - {float(expected[where])!r}| = {diff[where]:.3e} "
+            f"> {bound[where]:.3e}")
 
 
 def assert_ulp_close(actual, expected, magnitude=None, n: float = 4, dtype=None):

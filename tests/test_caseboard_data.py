@@ -15,10 +15,12 @@ import math
 import numpy as np
 import pytest
 
+from helpers import weights_sum_error
 from mha import MultiHeadAttention, causal_mask, sliding_window_mask
 from mha.site import caseboard as cb
 from mha.site.experiments import walkthrough
 from mha.site.plots.case import CASE_ORDER, CASE_SENTENCE, case_tokens
+from tolerance import assert_within
 
 pytestmark = pytest.mark.site  # the site's data (mha.site), not the core
 
@@ -88,7 +90,7 @@ def test_each_mask_hides_exactly_its_keys(kind, value, expected):
             weights = trace["weights"]                                  # (h, n, n)
             np.testing.assert_array_equal(weights[:, ~expected], 0.0)
             assert (weights[:, expected] > 0).all()
-            np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-12)
+            assert_within(weights.sum(axis=-1), 1.0, weights_sum_error(weights.shape[-1]))
 
 
 def test_the_lab_refuses_settings_it_does_not_offer():

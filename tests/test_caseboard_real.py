@@ -31,6 +31,7 @@ from test_browser import (  # noqa: F401  (fixtures, used by name)
     open_context,
     site,
 )
+from tolerance import assert_within, ulps
 
 pytestmark = pytest.mark.browser  # Chromium on the built site (tests/ is otherwise the core)
 
@@ -196,7 +197,9 @@ def shown(page, q: int | None, weights: np.ndarray | None = None) -> None:
         ends = np.array(lines["lines"])  # (n, 3): y1, y2, opacity of the line to each key
         np.testing.assert_array_equal(ends[:, 0], np.full(n, q + 0.5))
         np.testing.assert_array_equal(ends[:, 1], np.arange(n) + 0.5)
-        np.testing.assert_allclose(ends[:, 2], weights[q], rtol=0, atol=1e-12)
+        # byte / 255 on both sides (one correctly rounded division), the attribute written
+        # and read back as the shortest decimal that round-trips: exact
+        np.testing.assert_array_equal(ends[:, 2], weights[q])
 
 
 def looks_at(words: dict, tokens: list[str], row: np.ndarray, q: int) -> str:
@@ -297,8 +300,8 @@ def test_the_head_shown_is_the_built_files_bytes_over_255(desk, site, lang):
                 current = board.page.evaluate(CURRENT)
                 assert current["tokens"] == tokens
                 np.testing.assert_array_equal(current["weights"], weights[layer - 1, head - 1])
-                np.testing.assert_allclose(board.page.evaluate(LINES),
-                                           weights[layer - 1, head - 1], rtol=0, atol=1e-12)
+                np.testing.assert_array_equal(board.page.evaluate(LINES),    # exact, as in
+                                              weights[layer - 1, head - 1])  # shown()
     board.choose(sentence=DEFAULT[lang], model="e5", layer=1, head=3)
 
 
@@ -320,7 +323,10 @@ def test_pointing_at_a_token_shows_its_lines_and_names_its_top_key(desk, site, l
         bars = page.evaluate("""() => [...document.querySelectorAll(
             '#caseboard-real .caseboard-real__bar')].map(b => b.getBoundingClientRect().width)""")
         full = page.locator(f"{BOARD} .caseboard-real__bar").first.evaluate("b => b.offsetWidth")
-        np.testing.assert_allclose(np.array(bars) / full, head[q], atol=0.01)
+        # offsetWidth rounds the full bar's width to a whole pixel (half a pixel off at most),
+        # and layout places edges to 1/64 of a pixel
+        np.testing.assert_allclose(np.array(bars) / full, head[q], rtol=0,
+                                   atol=(0.5 + 1 / 64) / full)
     page.mouse.move(5, 5)  # off the tokens: every line again
     assert board.state()["token"] is None
     shown(page, None)
@@ -372,13 +378,15 @@ def test_model_view_shows_each_head_of_the_layer_and_opens_one(desk, site, lang)
     assert thumbs.evaluate_all("ts => ts.map(t => t.getAttribute('aria-label'))") == [
         words["thumbnail"].replace("{layer}", "2").replace("{head}", str(j + 1))
         for j in range(heads)]
-    # Each heatmap: n x n pixels, from the page's background (weight 0) to the accent (1).
+    # Each heatmap: n x n pixels, from the page's background (weight 0) to the accent (1);
+    # the canvas keeps whole numbers (a Uint8ClampedArray rounds to the nearest): half a unit.
+    pixel = 0.5 + ulps(255)
     paper = np.array(page.evaluate(COLOUR, "--md-default-bg-color"))
     ink = np.array(page.evaluate(COLOUR, "--md-accent-fg-color"))
     for j in (0, 2, heads - 1):
         rgb = canvas_pixels(thumbs.nth(j).locator("canvas"))
         assert rgb.shape == (n, n, 3)
-        np.testing.assert_allclose(rgb, paper + (ink - paper) * weights[1, j][..., None], atol=1)
+        assert_within(rgb, paper + (ink - paper) * weights[1, j][..., None], pixel)
     # The reader switches to the dark palette (the header's toggle): the heatmaps follow it.
     palette = page.locator("form[data-md-component=palette] label:visible")
     palette.click()
@@ -386,12 +394,12 @@ def test_model_view_shows_each_head_of_the_layer_and_opens_one(desk, site, lang)
     dark = np.array(page.evaluate(COLOUR, "--md-default-bg-color"))
     assert contrast(dark, paper) > 10
     for j in (0, heads - 1):
-        np.testing.assert_allclose(canvas_pixels(thumbs.nth(j).locator("canvas")),
-                                   dark + (ink - dark) * weights[1, j][..., None], atol=1)
+        assert_within(canvas_pixels(thumbs.nth(j).locator("canvas")),
+                      dark + (ink - dark) * weights[1, j][..., None], pixel)
     palette.click()
     page.wait_for_function("() => document.body.dataset.mdColorScheme === 'default'")
-    np.testing.assert_allclose(canvas_pixels(thumbs.nth(0).locator("canvas")),
-                               paper + (ink - paper) * weights[1, 0][..., None], atol=1)
+    assert_within(canvas_pixels(thumbs.nth(0).locator("canvas")),
+                  paper + (ink - paper) * weights[1, 0][..., None], pixel)
     # Enter on a thumbnail opens its head in the one-head view.
     thumbs.nth(6).focus()
     page.keyboard.press("Enter")

@@ -15,7 +15,7 @@ from helpers import (BAD_FLAGS, BAD_INTEGERS, DTYPES, MASK_KINDS, assert_close, 
 from mha import MultiHeadAttention, causal_mask, rope, sinusoidal_positions
 from mha.positions import halves_order
 from mha.reference import multi_head_attention_reference, rope_reference, sinusoidal_reference
-from tolerance import assert_ulp_close, assert_within, gamma
+from tolerance import assert_ulp_close, assert_within, gamma, matmul_bound, ulps
 
 GOLDEN = np.load(Path(__file__).parent / "golden" / "rope.npz")
 
@@ -46,15 +46,41 @@ def test_sinusoidal_table_is_the_papers_formula(n, d_model, base):
                      magnitude=sinusoid_error_scale(n, d_model, base), n=1)
 
 
-def sinusoid_error_scale(n, d_model, base):
+def sinusoid_error_scale(n, d_model, base, positions=None):
     """How far two correct float64 tables of sinusoids may differ, in units of float64's eps,
     entry by entry (rule 1 of tests/tolerance.py): an angle ``p / base**(2i/d)`` carries the rounding of the exponent
     (half an ulp of ``2i/d``, times ``ln(base) * 2i/d``), of the power (NumPy's SIMD ``**`` is
     within 4 ulp, libm's within 1) and of the division (half an ulp): about
     ``(5 + ln(base) / 2)`` ulp of the angle, on each side; ``sin`` and ``cos`` add up to 4 ulp
-    of 1 each. NumPy's AVX-512 ``**`` and Python's differ by 1.4e-14 at p = 299."""
-    angles = np.arange(n)[:, None] / base ** (2 * (np.arange(d_model) // 2) / d_model)
+    of 1 each. NumPy's AVX-512 ``**`` and Python's differ by 1.4e-14 at p = 299. Positions
+    default to ``0, 1, ..., n - 1``."""
+    p = np.arange(n) if positions is None else np.abs(np.asarray(positions, dtype=np.float64))
+    angles = p[:, None] / base ** (2 * (np.arange(d_model) // 2) / d_model)
     return 2 * (5 + np.log(base) / 2) * angles + 8
+
+
+def pair_sums(x):
+    """``|x1| + |x2|`` for each pair ``(2i, 2i+1)`` of the last axis, at both places of the
+    pair: a rotation's output, and the error it passes on, are bounded by it."""
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    return np.repeat(x[..., 0::2] + x[..., 1::2], 2, axis=-1)
+
+
+def rope_error(x, positions=None, base=1e4):
+    """How far two correct float64 rotations ``rope(x, positions)`` may differ, entry by entry
+    (rule 1): the pair's ``|x1| + |x2|`` times its angle's error (`sinusoid_error_scale`) and
+    2 ulp for the two products and their sum."""
+    n, d = np.shape(x)[-2:]
+    return ulps(pair_sums(x) * (sinusoid_error_scale(n, d, base, positions) + 2), n=1)
+
+
+def score_error(qr, kr, q_error, k_error):
+    """Rule 2 for the scores ``qr @ kr.T`` of rotated queries and keys (last axis d) known
+    within ``q_error`` and ``k_error``: each factor's error times the other's magnitude, and
+    ``gamma(d + 1)`` of the terms for the sum and a scaling."""
+    qr, kr = np.abs(qr), np.abs(kr).swapaxes(-1, -2)
+    return (q_error @ kr + qr @ k_error.swapaxes(-1, -2) + q_error @ k_error.swapaxes(-1, -2)
+            + gamma(qr.shape[-1] + 1) * (qr @ kr))
 
 
 def test_sinusoidal_table_known_values():
@@ -72,7 +98,9 @@ def test_sinusoidal_table_equals_roformers_after_the_halves_permutation():
     golden = GOLDEN["roformer/table"]
     n, d = golden.shape
     table = sinusoidal_positions(n, d)
-    np.testing.assert_allclose(table[:, halves_order(d)], golden, rtol=0, atol=1e-7)
+    # rule 1: entries are sines and cosines, at most 1, each rounded to float32 (half an ulp of
+    # 1); float64's own error (1e-14 at 40 positions) stays far below the other half
+    assert_ulp_close(table[:, halves_order(d)], golden, magnitude=1, n=1, dtype=np.float32)
     assert np.abs(table - golden).max() > 0.5  # the layouts differ: the permutation matters
 
 
@@ -80,11 +108,18 @@ def test_sinusoidal_table_equals_roformers_after_the_halves_permutation():
 def test_sinusoidal_dot_product_depends_only_on_the_distance(p, q, shift):
     table = sinusoidal_positions(301, 32)
     p, q = p + 50, q + 50
-    np.testing.assert_allclose(table[p] @ table[q], table[p + shift] @ table[q + shift],
-                               rtol=0, atol=1e-12)
+    # rule 2: each entry within its angle's error (sinusoid_error_scale), a sum of 32 products
+    error = ulps(sinusoid_error_scale(301, 32, 1e4), n=1)
+
+    def dot_error(a, b):
+        return score_error(table[a][None], table[b][None], error[a][None], error[b][None]).item()
+
+    assert_within(table[p] @ table[q], table[p + shift] @ table[q + shift],
+                  dot_error(p, q) + dot_error(p + shift, q + shift))
     d = np.arange(0, 32, 2)
-    np.testing.assert_allclose(table[p] @ table[q], np.cos((p - q) / 1e4 ** (d / 32)).sum(),
-                               rtol=0, atol=1e-12)
+    cosines = np.cos((p - q) / 1e4 ** (d / 32))     # 16 cosines, each with its angle's error
+    cos_error = ulps(sinusoid_error_scale(1, 32, 1e4, [p - q])[0, ::2], n=1).sum() + gamma(16) * 16
+    assert_within(table[p] @ table[q], cosines.sum(), dot_error(p, q) + cos_error)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -136,11 +171,9 @@ def test_rope_equals_the_rotation_matrices_of_the_reference(case):
     assert out.shape == x.shape and out.dtype == x.dtype
     expected = rope_reference(x.astype(np.float64), positions, base)
     if x.dtype == np.float64:
-        # An angle of p radians is known to about p * 1e-16 (mha divides by base^(2i/d), the
+        # An angle of p radians is known to a few ulp of p (mha divides by base^(2i/d), the
         # reference multiplies by base^(-2i/d)): far out, the last digits differ.
-        far = 1e-15 * max(1.0, float(np.abs(positions).max(initial=0)) if positions is not None
-                          else x.shape[-2])
-        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=far * np.abs(x).max(initial=0))
+        assert_within(out, expected, rope_error(x, positions, base))
     else:
         assert_close(out, expected, x.dtype)
     np.testing.assert_array_equal(x, before)  # the input is never modified
@@ -168,12 +201,19 @@ def test_rope_score_depends_only_on_the_distance(seed, shifts, d):
     rng = np.random.default_rng(seed)
     q, k = rng.normal(size=(1, d)), rng.normal(size=(1, d))
     m, n = rng.integers(0, 500, size=2)
-    score = (rope(q, [m]) @ rope(k, [n]).T).item()
+
+    def scored(a, b):    # q at position a, k at position b: the score and its error (rule 2)
+        qr, kr = rope(q, [a]), rope(k, [b])
+        return (qr @ kr.T).item(), score_error(qr, kr, rope_error(q, [a]),
+                                               rope_error(k, [b])).item()
+
+    score, error = scored(m, n)
     for s in shifts:
-        shifted = (rope(q, [m + s]) @ rope(k, [n + s]).T).item()
-        np.testing.assert_allclose(shifted, score, rtol=1e-9, atol=1e-9)
+        shifted, shifted_error = scored(m + s, n + s)
+        assert_within(shifted, score, error + shifted_error)
     # and it is the score of q rotated alone by the difference: R_m q . R_n k = R_(m-n) q . k
-    np.testing.assert_allclose((rope(q, [m - n]) @ k.T).item(), score, rtol=1e-9, atol=1e-9)
+    alone, alone_error = scored(m - n, 0)
+    assert_within((rope(q, [m - n]) @ k.T).item(), score, error + alone_error)
 
 
 def test_rope_scores_of_one_repeated_vector_form_a_toeplitz_matrix():
@@ -183,9 +223,10 @@ def test_rope_scores_of_one_repeated_vector_form_a_toeplitz_matrix():
     q = np.repeat(rng.normal(size=(1, d)), n, axis=0)
     k = np.repeat(rng.normal(size=(1, d)), n, axis=0)
     scores = rope(q) @ rope(k).T                                  # (n, n)
+    error = score_error(rope(q), rope(k), rope_error(q), rope_error(k))     # rule 2
     for offset in range(-n + 1, n):
-        diagonal = np.diagonal(scores, offset)
-        np.testing.assert_allclose(diagonal, diagonal[0], rtol=0, atol=1e-12)
+        diagonal, bound = np.diagonal(scores, offset), np.diagonal(error, offset)
+        assert_within(diagonal, diagonal[0], bound + bound[0])
     assert np.ptp(scores) > 1  # but not all the same: the distance does matter
 
 
@@ -205,8 +246,10 @@ def test_rope_keeps_the_dtype_and_the_layout_does_not_matter(dtype):
 def test_rope_equals_roformer_in_transformers():
     for name in ("q", "k"):
         x, golden = GOLDEN[f"roformer/{name}"], GOLDEN[f"roformer/{name}_rotated"]
-        # transformers' sines and cosines are stored in float32: about 1e-7 apart from float64
-        np.testing.assert_allclose(rope(x), golden, rtol=0, atol=5e-7)
+        # transformers' sines and cosines are rounded to float32 (half an ulp of 1 each), then
+        # multiply the pair in float64: half an ulp (float32) of |x1| + |x2|, doubled for
+        # float64's own error (measured: a quarter of an ulp)
+        assert_within(rope(x), golden, ulps(pair_sums(x), n=1, dtype=np.float32))
 
 
 @pytest.mark.parametrize("base", [10000, 500000])
@@ -220,10 +263,17 @@ def test_rope_equals_llamas_rotate_half_through_the_permutation(base):
         out = rope(x[..., undo], positions, base=base)[..., order]
         assert out.dtype == np.float32
         # Llama computes its angles (position x frequency) in float32: at positions near 1,000
-        # they are up to ~1e-4 radian off; mha's are computed in float64.
-        np.testing.assert_allclose(out, golden, rtol=0, atol=2e-4)
-        np.testing.assert_allclose(rope_llama(x.astype(np.float64), positions, base), golden,
-                                   rtol=0, atol=2e-4)
+        # they are up to ~1e-4 radian off; mha's are computed in float64. Rule 1 in float32:
+        # an angle carries its exponent's rounding (ln(base) / 2 ulp), the power's, the
+        # reciprocal's and the product's (2 ulp); sin, cos, the products, their sum and the
+        # cast add about 6 ulp of 1; each times the pair's |x1| + |x2| (measured: within
+        # 1 ulp of (angle + 1) times it).
+        n, d = x.shape[-2:]
+        angles = np.abs(positions)[:, None] / base ** (2 * (np.arange(d) // 2) / d)
+        error = ulps(pair_sums(x[..., undo]) * ((np.log(base) / 2 + 2) * angles + 6),
+                     n=1, dtype=np.float32)[..., order]
+        assert_within(out, golden, error)
+        assert_within(rope_llama(x.astype(np.float64), positions, base), golden, error)
 
 
 @given(st.integers(1, 16), st.integers(0, 5), st.integers(0, 2**32 - 1))
@@ -234,8 +284,8 @@ def test_halves_order_maps_interleaved_pairs_to_llamas_halves(half, n, seed):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, d))
     positions = rng.integers(0, 4096, size=n)
-    np.testing.assert_allclose(rope_llama(x[..., order], positions), rope(x, positions)[..., order],
-                               rtol=1e-12, atol=1e-12)
+    assert_within(rope_llama(x[..., order], positions), rope(x, positions)[..., order],
+                  rope_error(x, positions)[..., order])
     np.testing.assert_array_equal(x[..., order][..., np.argsort(order)], x)
 
 
@@ -342,6 +392,9 @@ def test_rope_layer_breaks_permutation_equivariance_and_its_trace_shows_the_rota
     assert np.abs(layer(x[perm]) - layer(x)[perm]).max() > 1e-2
     plain = copy.copy(layer)
     plain.rope = False
+    # a whole float64 layer (projections over 16 and 4 terms, a softmax over 7 keys, the mix)
+    # with its rows and keys in another order: each step within gamma(16) ~ 2e-15 of outputs
+    # near 1; 1e-12 is that chain's bound times a wide factor (measured: 5e-16)
     np.testing.assert_allclose(plain(x[perm]), plain(x)[perm], rtol=0, atol=1e-12)
     stages, unrotated = layer.trace(x), plain.trace(x)
     for name in ("q", "k"):   # each output mixes a pair: (|x1| + |x2|) times its angle's error
@@ -358,11 +411,20 @@ def test_rope_layer_breaks_permutation_equivariance_and_its_trace_shows_the_rota
 def test_rope_layer_scores_of_a_repeated_token_depend_on_the_distance_only():
     layer = MultiHeadAttention(16, 2, seed=2, rope=True)
     x = np.repeat(np.random.default_rng(3).normal(size=(1, 16)), 9, axis=0)
-    scores = layer.trace(x, mask=causal_mask(9))["scores"]      # (h, n, n)
-    for head in scores:
+    stages = layer.trace(x, mask=causal_mask(9))
+    plain = copy.copy(layer)
+    plain.rope = False
+    unrotated = plain.trace(x)
+    for i, head in enumerate(stages["scores"]):                  # (n, n) for each head
+        # rule 2: q and k rows within their projection's bound (over 16 terms) of the one
+        # exact row, rotated (the pair's sum), plus the rotation's own error
+        q, k = unrotated["q"][i], unrotated["k"][i]
+        q_error = pair_sums(matmul_bound(x, layer.W_Q[:, i, :])) + rope_error(q)
+        k_error = pair_sums(matmul_bound(x, layer.W_K[:, i, :])) + rope_error(k)
+        error = score_error(stages["q"][i], stages["k"][i], q_error, k_error) / np.sqrt(8)
         for offset in range(-8, 9):
-            diagonal = np.diagonal(head, offset)
-            np.testing.assert_allclose(diagonal, diagonal[0], rtol=0, atol=1e-12)
+            diagonal, bound = np.diagonal(head, offset), np.diagonal(error, offset)
+            assert_within(diagonal, diagonal[0], bound + bound[0])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -423,6 +485,11 @@ def test_any_finite_base_from_1_up_gives_finite_angles(base):
         table = sinusoidal_positions(50, 64, base=base)
         far = rope(np.ones((2, 64)), [0.0, np.finfo(float).max], base=base)
     assert np.isfinite(table).all() and np.isfinite(far).all()
-    np.testing.assert_allclose(np.linalg.norm(far, axis=-1), 8.0, rtol=1e-14)
+    # rule 2: each of the 64 entries is cos - sin or sin + cos of one angle, within 9 ulp of 1
+    # whatever the angle's error (a rotation keeps the length); the 64 squares are within
+    # 2 * sqrt(2) * 9 ulp each, their sum adds gamma(64) of 64, and the square root halves the
+    # relative error of 8 ** 2 and adds half an ulp of 8
+    squares_error = 64 * 2 * np.sqrt(2) * ulps(1, n=9) + gamma(64) * 64
+    assert_within(np.linalg.norm(far, axis=-1), 8.0, squares_error / (2 * 8) + ulps(8, n=0.5))
     if base == 1:  # every pair turns by one radian a position: d/2 copies of pair 0
         np.testing.assert_array_equal(table, np.tile(table[:, :2], 32))

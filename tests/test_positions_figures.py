@@ -14,7 +14,9 @@ from mha.site.experiments import (position_table_experiment, relative_scores_exp
 from mha.site.plots import FIGURES, LANGUAGES, term
 from mha.site.plots.case import CASE_ORDER, CASE_TOKENS, CAST, EMBEDDING_ROWS
 from mha.site.plots.positions import SWAP
-from tolerance import assert_within, gamma
+from helpers import weights_sum_error
+from test_positions import pair_sums, rope_error, score_error, sinusoid_error_scale
+from tolerance import assert_within, gamma, matmul_bound, ulps
 
 pytestmark = pytest.mark.site  # the site's experiments and plots (matplotlib), not the core
 
@@ -39,17 +41,24 @@ def test_the_table_is_mha_s_and_the_dot_product_depends_on_distance_only():
     r = position_table_experiment()
     np.testing.assert_array_equal(r.table, mha.sinusoidal_positions(64, 64))
     assert r.dots.shape == (len(r.starts), len(r.distances)) and len(r.starts) >= 3
-    np.testing.assert_allclose(r.dots, np.broadcast_to(r.dots[0], r.dots.shape), rtol=0,
-                               atol=1e-12)                     # the same curve for every p
+    # rule 2: each table entry within its angle's error, a dot product of 64 terms
+    pe = mha.sinusoidal_positions(int(r.starts.max()) + len(r.distances), 64)
+    pe_error = ulps(sinusoid_error_scale(len(pe), 64, 1e4), n=1)
+    error = np.stack([score_error(pe[p + r.distances], pe[p][None], pe_error[p + r.distances],
+                                  pe_error[p][None])[:, 0] for p in r.starts])
+    assert_within(r.dots, r.dots[0], error + error[0])          # the same curve for every p
     zero = int(np.flatnonzero(r.distances == 0)[0])
     assert (r.dots.argmax(axis=1) == zero).all()                             # peak at k = 0 ...
-    np.testing.assert_allclose(r.dots[:, zero], 64 / 2, rtol=0, atol=1e-12)  # ... of d_model / 2
+    assert_within(r.dots[:, zero], 64 / 2, error[:, zero])                   # ... of d_model / 2
     assert np.delete(r.dots[0], zero).max() < 32 - 1                         # a clear peak
-    np.testing.assert_allclose(r.dots[0], r.dots[0][::-1], rtol=0, atol=1e-12)  # even in k
-    # The formula of the Notes: sum over pairs of cos(k / 10000^(2i/d)).
+    assert_within(r.dots[0], r.dots[0][::-1], error[0] + error[0][::-1])     # even in k
+    # The formula of the Notes: sum over pairs of cos(k / 10000^(2i/d)), 32 cosines each
+    # within its angle's error.
     omega = 10000.0 ** (-np.arange(0, 64, 2) / 64)
-    np.testing.assert_allclose(r.dots[0], np.cos(np.outer(r.distances, omega)).sum(axis=1),
-                               rtol=0, atol=1e-12)
+    cos_error = (ulps(sinusoid_error_scale(1, 64, 1e4, r.distances)[:, ::2], n=1).sum(axis=1)
+                 + gamma(32) * 32)
+    assert_within(r.dots[0], np.cos(np.outer(r.distances, omega)).sum(axis=1),
+                  error[0] + cos_error)
 
 
 def test_the_table_experiment_refuses_a_start_too_close_to_zero():
@@ -59,12 +68,24 @@ def test_the_table_experiment_refuses_a_start_too_close_to_zero():
 
 # ---- positions-rope -------------------------------------------------------------------------
 
+def relative_scores_error(r, seed=0):
+    """Rule 2 for `relative_scores_experiment`'s RoPE scores, ``(s, K)``: the same q and k
+    (computed again here as the experiment does) rotated to their positions, each rotation
+    within `rope_error`, a product over d_k terms and a scaling."""
+    e_q, e_k = np.random.default_rng(seed).normal(size=(2, r.d_k))
+    layer = mha.MultiHeadAttention(r.d_k, 1, seed=seed + 1)
+    q, k = e_q @ layer.W_Q[:, 0, :], e_k @ layer.W_K[:, 0, :]
+    q_m = np.tile(q, (len(r.distances), 1))
+    return np.stack([score_error(mha.rope(q_m, n + r.distances), mha.rope(k[None], [n]),
+                                 rope_error(q_m, n + r.distances), rope_error(k[None], [n]))[:, 0]
+                     for n in r.starts]) / np.sqrt(r.d_k)
+
+
 def test_rope_scores_depend_on_the_distance_only_and_added_positions_do_not():
     r = relative_scores_experiment()
     assert r.rope.shape == r.absolute.shape == (3, 65) and r.d_k == 64
     assert r.starts.tolist() == [0, 100, 1000]
-    np.testing.assert_allclose(r.rope, np.broadcast_to(r.rope[0], r.rope.shape), rtol=0,
-                               atol=1e-10)
+    assert_within(r.rope, r.rope[0], relative_scores_error(r) + relative_scores_error(r)[0])
     spread = np.abs(r.rope[0]).max()
     for row in r.absolute[1:]:
         assert np.abs(row - r.absolute[0]).max() > 0.5 * spread   # visibly other curves
@@ -78,8 +99,13 @@ def test_rope_scores_are_those_of_a_rope_layer():
     e_q, e_k = np.random.default_rng(0).normal(size=(2, 64))
     layer = mha.MultiHeadAttention(64, 1, seed=1, rope=True)
     x = np.vstack([e_k, np.tile(e_q, (8, 1))])                      # (9, 64): key, then queries
-    scores = layer.trace(x)["scores"][0]                            # (9, 9)
-    np.testing.assert_allclose(scores[1:, 0], r.rope[0, 1:], rtol=1e-12, atol=1e-12)
+    stages = layer.trace(x)
+    # rule 2: the layer projects a matrix, the experiment a vector (each within matmul_bound
+    # of the exact q and k, so twice it apart), both rotate and score (twice the error each)
+    q_error = pair_sums(2 * matmul_bound(x, layer.W_Q[:, 0, :])) + 2 * rope_error(stages["q"][0])
+    k_error = pair_sums(2 * matmul_bound(x, layer.W_K[:, 0, :])) + 2 * rope_error(stages["k"][0])
+    error = 2 * score_error(stages["q"][0], stages["k"][0], q_error, k_error) / np.sqrt(64)
+    assert_within(stages["scores"][0][1:, 0], r.rope[0, 1:], error[1:, 0])
 
 
 # ---- positions-shuffle ----------------------------------------------------------------------
@@ -104,7 +130,7 @@ def test_without_positions_the_swap_only_moves_the_weights(lang):
     assert np.abs(np.sort(r.positioned[1]) - np.sort(r.positioned[0])).max() > 0.02
     assert np.abs(r.positioned[1] - r.positioned[0][r.perm]).max() > 0.05
     for weights in (r.plain, r.positioned):
-        np.testing.assert_allclose(weights.sum(axis=1), 1, rtol=0, atol=1e-12)
+        assert_within(weights.sum(axis=1), 1, weights_sum_error(n))
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

@@ -226,9 +226,11 @@ def test_a_fresh_build_skips_the_drawing_only_while_its_files_are_as_it_left_the
         figures.on_pre_build(None)
 
     fresh_build()
-    assert len(drawn) == 1 and logged == ["2 figures ... drawn", note]
+    # A line before the drawing, its summary with the time it took, and the note.
+    assert len(drawn) == 1 and len(logged) == 3 and logged[0].startswith("drawing the figures")
+    assert re.fullmatch(r"2 figures \.\.\. drawn in \d+\.\d s", logged[1]) and logged[2] == note
     fresh_build()
-    assert len(drawn) == 1 and logged[2:] == [note]               # skipped, the note again
+    assert len(drawn) == 1 and logged[3:] == [note]               # skipped, the note again
     figure.unlink()
     fresh_build()
     assert len(drawn) == 2

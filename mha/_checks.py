@@ -100,6 +100,13 @@ def check_seed(seed):
 # ---- arrays ---------------------------------------------------------------------------------
 
 
+def working_dtype(dtype) -> np.dtype:
+    """The dtype a result of ``dtype`` is computed in: float32 for float16 (whose sums and
+    intermediates leave its range, 65504, long before the result does), else ``dtype``."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+
+
 def all_finite(array: np.ndarray) -> bool:
     """Whether every entry of a result is finite, with no temporary array (NaN and inf show in
     its min or max): the check adds nothing to the peak memory of the computation."""

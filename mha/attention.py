@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import (all_finite, as_float_array, as_visible_mask, broadcast_shape, check_axis,
-                      check_q_k, check_q_k_v, check_scale, overflow_error)
+                      check_q_k, check_q_k_v, check_scale, overflow_error, working_dtype)
 from ._parallel import map_rows
 
 __all__ = ["softmax", "attention_scores", "scaled_dot_product_attention"]
@@ -315,7 +315,7 @@ def _softmax_rows(rows: np.ndarray) -> bool:
         np.subtract(rows, m, out=rows)
     np.exp(rows, out=rows)
     # float16 sums in float32: a row longer than 65504 would otherwise sum to inf.
-    total = rows.sum(axis=1, keepdims=True, dtype=np.float32 if rows.itemsize < 4 else None)
+    total = rows.sum(axis=1, keepdims=True, dtype=working_dtype(rows.dtype))
     total[total == 0] = 1  # ...and 0 / 1 = 0, not 0 / 0
     np.divide(rows, total, out=rows)
     return some_empty

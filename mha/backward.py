@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import (all_finite, as_float_array, as_visible_mask, check_axis, check_q_k_v,
-                      check_scale, overflow_error)
+                      check_scale, overflow_error, working_dtype)
 from ._parallel import map_rows
 from .attention import _attend
 
@@ -86,7 +86,7 @@ def softmax_backward(p, dp, axis: int = -1) -> np.ndarray:
         raise ValueError(f"p and dp must have the same shape, got p {p.shape} and dp {dp.shape}")
     axis = check_axis(axis, p.shape, "p")
     dtype = np.result_type(p, dp)
-    work = np.float32 if dtype.itemsize < 4 else dtype  # float16 in float32, as softmax sums
+    work = working_dtype(dtype)  # float16 in float32, as softmax sums
     p_last = np.ascontiguousarray(np.moveaxis(p, axis, -1), dtype=work)  # the softmax axis last
     dx = np.array(np.moveaxis(dp, axis, -1), dtype=work, order="C")     # a copy to overwrite
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
@@ -210,10 +210,10 @@ def _attention_backward_from_weights(q, k, v, weights, out, d_out, scale):
     and ``rowsum(P dP)`` can exceed float16's range where the gradients do not.
     """
     dtype = np.result_type(q, k, v, weights, out, d_out)
-    if dtype.itemsize < 4:
-        q, k, v, weights, out, d_out = (a.astype(np.float32) for a in
-                                        (q, k, v, weights, out, d_out))
-        scale = np.float32(scale)
+    work = working_dtype(dtype)
+    if work != dtype:
+        q, k, v, weights, out, d_out = (a.astype(work) for a in (q, k, v, weights, out, d_out))
+        scale = work.type(scale)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
         dv = np.swapaxes(weights, -1, -2) @ d_out           # (..., n_k, n_q) x (..., n_q, d_v)
         ds = d_out @ np.swapaxes(v, -1, -2)                  # dP: (..., n_q, d_v) x (..., d_v, n_k)

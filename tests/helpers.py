@@ -7,6 +7,7 @@ test file adds its own argument name or call around them.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import warnings
 from contextlib import contextmanager
@@ -334,6 +335,16 @@ def numeric_gradient(loss, z: np.ndarray, step: float = 1e-6) -> np.ndarray:
         z[index] = old
         grad[index] = (up - down) / (2 * step)
     return grad
+
+
+def load_file(path, name: str | None = None):
+    """The Python file ``path`` as a module of its own (``name``, by default its stem): for the
+    files no package holds, ``dev.py``, the root ``conftest.py`` and the hooks, none of which
+    does anything when imported."""
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def in_threads(work, n: int) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import mha
+from helpers import load_file
 
 try:
     import tomllib
@@ -41,12 +42,9 @@ def test_the_two_halves_dev_py_runs_at_once_split_the_suite_by_the_built_site(mo
     """``python3 dev.py test`` runs two pytest processes (conftest.py ``keep_shard``): every test
     lands in exactly one, by whether it uses the built site; with the site shared between them
     (``MHA_SHARED_SITE``), the case board's browser tests go to the rest half, last."""
-    import importlib.util
     import types
 
-    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
-    root_conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(root_conftest)
+    root_conftest = load_root_module("conftest")
     class Item:  # what keep_shard reads of a pytest item (hashable, as items are)
         def __init__(self, name, fixturenames, path="tests/test_x.py"):
             self.name, self.fixturenames, self.path = name, fixturenames, ROOT / path
@@ -172,13 +170,8 @@ def test_reference_is_never_called_by_the_fast_path():
 # ---- dev.py, the two commands ----------------------------------------------------------------
 
 def load_root_module(name: str):
-    """dev.py or the root conftest.py, as a module (neither does anything when imported)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"root_{name}", ROOT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """dev.py or the root conftest.py, as a module."""
+    return load_file(ROOT / f"{name}.py", f"root_{name}")
 
 
 def test_dev_py_says_in_one_line_which_python_to_install():
@@ -404,12 +397,9 @@ def test_a_module_that_needs_the_site_stack_is_skipped_without_it():
 # ---- the build's log (hooks/quiet_log.py) ----------------------------------------------------
 
 def test_a_plain_build_drops_three_info_lines_and_nothing_else():
-    import importlib.util
     import logging
 
-    spec = importlib.util.spec_from_file_location("quiet_log", ROOT / "hooks" / "quiet_log.py")
-    quiet_log = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quiet_log)
+    quiet_log = load_file(ROOT / "hooks" / "quiet_log.py")
     logger = logging.getLogger("test_project.quiet_log")
     logger.propagate = False
     records = []

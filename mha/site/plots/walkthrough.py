@@ -23,7 +23,7 @@ WORDS = {
         "input": "输入 X：每个词元一行",
         "head_of": "{name}",
         "concat": "拼接：四位侦探的报告并排",
-        "output": "输出 = 拼接 × $W_O$",
+        "output": "输出 = 拼接 × $W^O$",
         "layer_in": "输入 X",
         "layer_out": "第 {i} 层的输出",
         "query_row": "读“{token}”时的注意力权重",
@@ -31,7 +31,7 @@ WORDS = {
         "reads": "正在读的词元（查询）",
         "looks_at": "被看的词元（键）",
         "shapes": ["嵌入 X", "查询 Q / 键 K / 值 V\n（每位侦探一份）", r"注意力分数" "\n" r"$QK^\top/\sqrt{d_k}$",
-                   "注意力权重\nsoftmax", "各头输出\n权重 × V", "拼接", "输出\n拼接 × $W_O$"],
+                   "注意力权重\nsoftmax", "各头输出\n权重 × V", "拼接", "输出\n拼接 × $W^O$"],
         "shape_title": "一层多头注意力里的形状（n = {n} 个词元，h = {h} 位侦探）",
     },
     "en": {
@@ -40,7 +40,7 @@ WORDS = {
         "input": "Input X: one row per token",
         "head_of": "{name}",
         "concat": "Concatenation: the four reports side by side",
-        "output": "Output = concatenation × $W_O$",
+        "output": "Output = concatenation × $W^O$",
         "layer_in": "input X",
         "layer_out": "output of layer {i}",
         "query_row": "Attention weights while reading '{token}'",
@@ -50,7 +50,7 @@ WORDS = {
         "shapes": ["embeddings X", "queries Q / keys K / values V\n(one set per detective)",
                    r"attention scores" "\n" r"$QK^\top/\sqrt{d_k}$", "attention weights\nsoftmax",
                    "each head's output\nweights × V", "concatenation",
-                   "output\nconcatenation × $W_O$"],
+                   "output\nconcatenation × $W^O$"],
         "shape_title": "Shapes inside one multi-head attention layer (n = {n} tokens, h = {h})",
     },
 }
@@ -121,7 +121,7 @@ def plot_qkv(traces: list, lang: str) -> Figure:
             h, n, d = t[key].shape
             side_by_side = t[key].transpose(1, 0, 2).reshape(n, h * d)  # (n, h*d): heads in a row
             image = heatmap(ax, side_by_side, rows=tokens, vmax=limit,
-                            title=f"{term(name, lang)} ${key.upper()} = X W_{key.upper()}$  "
+                            title=f"{term(name, lang)} ${key.upper()} = X W^{key.upper()}$  "
                                   f"({h} × {_shape(t[key][0])})")
             head_bands(ax, h, h * d, n)
         colorbar(fig, image, list(axes))

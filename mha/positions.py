@@ -91,8 +91,11 @@ def sinusoidal_positions(n: int, d_model: int, *, base: float = 10000.0) -> np.n
     d_model : int
         Width of each row; must be even (sin and cos come in pairs).
     base : float, default 10000.0
-        Sets the longest wavelength, ``2 pi base``; at least 1 (the wavelengths run from
-        ``2 pi``, pair 0's, up to it).
+        Sets how slowly the later pairs turn; at least 1. Pair ``i``'s wavelength is
+        ``2 pi base ** (2i / d_model)``: from ``2 pi`` for pair 0 up to
+        ``2 pi base ** ((d_model - 2) / d_model)`` for the last pair, which approaches
+        ``2 pi base`` only in a wide table (with the default base: about 19,869 positions for
+        ``d_model = 16``, 47,117 for 64 and 60,611 for 512, against ``2 pi 10000`` = 62,832).
 
     Returns
     -------
@@ -115,7 +118,9 @@ def sinusoidal_positions(n: int, d_model: int, *, base: float = 10000.0) -> np.n
     $$
 
     Pair ``i`` is a clock hand turning at its own speed: pair 0 once every $2\pi$ positions,
-    the last pair almost not at all. The dot product of two rows depends only on their distance:
+    the last pair once every $2\pi \cdot \text{base}^{(d_\text{model}-2)/d_\text{model}}$
+    (the paper's "from $2\pi$ to $10000 \cdot 2\pi$" gives the limit of a wide table, which
+    the last pair never reaches). The dot product of two rows depends only on their distance:
     $PE_p \cdot PE_{p+k} = \sum_i \cos(k / \text{base}^{2i/d_\text{model}})$.
 
     Examples
@@ -129,6 +134,10 @@ def sinusoidal_positions(n: int, d_model: int, *, base: float = 10000.0) -> np.n
     array([0.8415, 0.5403, 0.0998, 0.995 ])
     >>> bool(np.isclose(pe[3] @ pe[10], pe[20] @ pe[27]))   # only the distance, 7, matters
     True
+    >>> pe = sinusoidal_positions(2, 16)
+    >>> theta = np.arctan2(pe[1, 0::2], pe[1, 1::2])    # radians per position, one per pair
+    >>> round(2 * np.pi / theta[-1])                    # last pair's wavelength: not 62,832
+    19869
     """
     n = check_positive_int(n, "n", minimum=0)
     d_model = _check_even(d_model, "d_model")

@@ -13,9 +13,9 @@ from .case import case_tokens
 from ..terms import term
 
 WORDS = {
-    "zh": {"shared": "共用一个矩阵：$W_Q = W_K$", "separate": "各用各的：$W_Q \\neq W_K$",
+    "zh": {"shared": "共用一个矩阵：$W^Q = W^K$", "separate": "各用各的：$W^Q \\neq W^K$",
            "top": "方框：每行最高分", "reads": "查询", "looks_at": "键"},
-    "en": {"shared": "One shared matrix: $W_Q = W_K$", "separate": "Two matrices: $W_Q \\neq W_K$",
+    "en": {"shared": "One shared matrix: $W^Q = W^K$", "separate": "Two matrices: $W^Q \\neq W^K$",
            "top": "boxes: the highest score in each row", "reads": "query", "looks_at": "key"},
 }
 

@@ -282,6 +282,18 @@ def test_e5_statements_hold(e5):
     assert layers(role["previous"]) == {1} and 0.6 < r.mean[0, 0, 2] < 0.7
     assert layers(role["next"]) == {2, 3} and layers(role["broad"] & r.clear) == {1}
     assert layers(role["broad"] & ~r.clear) == {1, 12}
+    # the summary: the clear previous-token, next-token and broad heads are in the first three
+    assert layers((role["previous"] | role["next"] | role["broad"]) & r.clear) <= {1, 2, 3}
+    # the role grid's caption: "layers 2 to 5 are mostly <s> heads (orange, clear or hatched);
+    # layer 6 has only two", the last of the layers from 2 on where more than half are <s> heads
+    per_layer = role["cls"].sum(axis=1)
+    mostly = [l + 1 for l in range(1, e5.layers) if per_layer[l] > e5.h / 2]
+    assert mostly == list(range(2, mostly[-1] + 1)) and per_layer[mostly[-1]] == 2
+    said = {"zh": r"第 2 到第 (\d+) 层大多是橙色的 <s> 头，第 6 层只有两个",
+            "en": r"Layers 2 to (\d+) are mostly orange <s> heads; layer 6 has only two"}
+    for lang, claim in said.items():
+        found = re.search(claim, page(lang))
+        assert found and int(found[1]) == mostly[-1] == 5, lang
     # the late layers: <s> and </s> get the same share ("within a few thousandths"), together
     # more than half, each below half
     start, end = r.mean[ROLES.index("cls")], r.mean[ROLES.index("sep")]

@@ -91,11 +91,14 @@ def test_flashattention_is_credited_and_its_flops_told_one_way(lang):
         assert "slightly higher" not in text and "略多" not in text
 
 
-def test_the_source_document_is_named_before_zh_says_yuanwen():
+def test_the_source_document_is_named_before_zh_says_yuanjianggao():
+    """The zh pages call the lecture notes 原讲稿, never 原文 (which a reader takes for the
+    paper, 原论文), and name them before using the short name."""
     text = prose("zh", "misconceptions.md")
-    first = text.find("原文")
-    assert first != -1 and text.find("（下称“原文”）") == first - len("（下称“")
-    assert "原文" not in prose("zh", "interview.md")
+    first = text.find("原讲稿")
+    assert first != -1 and text.find("（下称“原讲稿”）") == first - len("（下称“")
+    for page in PAGES:
+        assert "原文" not in prose("zh", page), page
 
 
 @pytest.mark.parametrize("lang", LANGS)

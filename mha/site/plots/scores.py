@@ -16,6 +16,7 @@ LABELS = {
         "raw": r"未缩放：$q \cdot k$",
         "scaled": r"除以 $\sqrt{d_k}$ 之后",
         "uniform": "平均分配：1/{n}",
+        "ratio": "缩放后：约为平均分配的 {ratio} 倍",
         "x": "{dimension} $d_k$",
         "y_variance": "{variance}",
         "y_max": "最大{weight}\n（各查询平均）",
@@ -26,6 +27,7 @@ LABELS = {
         "raw": r"unscaled: $q \cdot k$",
         "scaled": r"divided by $\sqrt{d_k}$",
         "uniform": "spread evenly: 1/{n}",
+        "ratio": "scaled: about {ratio}× an even split",
         "x": "{dimension} $d_k$",
         "y_variance": "{variance}",
         "y_max": "largest {weight}\n(mean over queries)",
@@ -72,8 +74,13 @@ def plot_scaling(result: ScalingResult, lang: str) -> Figure:
                     label=text["scaled"])
         bottom.axhline(1 / result.n_keys, color=COLORS["neutral"], linestyle=":",
                        label=text["uniform"])
+        # On a 0-1 axis, 0.1 and 1/64 look close: say how many times the even split it is.
+        ratio = float(np.mean(result.max_weight_scaled)) * result.n_keys
+        bottom.text(d_k[0], float(np.max(result.max_weight_scaled)) + 0.06,
+                    text["ratio"].replace("{ratio}", f"{ratio:.0f}"), color=COLORS["scaled"],
+                    fontsize="small", va="bottom")
         bottom.set_ylim(0, 1)
-        bottom.set_ylabel(text["y_max"])
+        bottom.set_ylabel(text["y_max"], linespacing=1.5)  # two lines, CJK glyphs included
         bottom.set_title(text["title_max"])
         bottom.set_xscale("log", base=2)
         bottom.set_xticks(d_k, [str(int(d)) for d in d_k])

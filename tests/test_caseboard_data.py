@@ -57,7 +57,7 @@ def test_the_temperature_sets_the_scale():
         for t in (0.125, 1.0, 8.0):
             assert all(layer.scale == pytest.approx(1 / (t * math.sqrt(16 / h)), rel=1e-15)
                        for layer in cb.lab_layers(h, t))
-    # T = 1 is mha's default scale, 1/sqrt(d_k).
+    # τ = 1 is mha's default scale, 1/sqrt(d_k).
     x = np.random.default_rng(3).normal(size=(5, 16))
     plain = MultiHeadAttention(16, 2, seed=1).forward(x)
     # The two scales may differ in their last bit (1 / (1 * sqrt(8)) against 1 / sqrt(8)): an

@@ -46,7 +46,7 @@ LAB_MAPS = f"{LAB} .cblab-maps:not([data-cblab-away]) table"
 #: The heatmaps of the forward pass's stage shown now.
 STAGE_MAPS = f"{FORWARD} .cblab-stage > :not([data-cblab-away]) table"
 #: The grid of the issue: every mask kind (the window and the padding with two values each),
-#: 1, 2 and 4 heads, three temperatures (the sharpest, T = 1, the flattest).
+#: 1, 2 and 4 heads, three temperature factors (the sharpest, τ = 1, the flattest).
 GRID_MASKS = [("none", None), ("causal", None), ("window", 1), ("window", 4), ("padding", 3),
               ("padding", 6)]
 GRID_HEADS = [1, 2, 4]
@@ -173,6 +173,12 @@ def test_the_board_opens_on_the_walkthrough_without_errors(boards, lang):
     assert_equals_mha(result, lang, 4, "none", None, 1.0)
     page = visit.page
     assert page.locator(f"{LAB} .caseboard__fallback").is_hidden()
+    # The knob is the temperature factor τ (the real temperature is τ·√d_k), never "T".
+    field = page.locator(f"{LAB} .cblab-temperature")
+    assert field.locator("label").inner_text() == WORDS[lang]["temperature"]
+    assert WORDS[lang]["temperature"].endswith(" τ")
+    assert field.locator(".cblab-value").inner_text() == "τ = 1"
+    assert field.locator(".cblab-scale").inner_text().endswith("1 / (τ·√d_k) = 0.5")
     # Four heatmaps, titled by the detectives, with the tokens as row and column headers.
     data = lab_data(lang)
     captions = page.locator(f"{LAB_MAPS} caption").all_inner_texts()
@@ -271,6 +277,7 @@ def test_the_rehearsal_leaves_the_board_as_the_reader_set_it(browser, base_url, 
         f"{weights[q, k]:.2f}" if q - 1 <= k <= q else hidden for q in range(8) for k in range(8)]
     summary = page.locator(f"{FORWARD} .cblab-summary").inner_text()  # the forward pass's
     assert " = 2 · " in summary and WORDS[lang]["mask_window"] in summary
+    assert " · τ = 0.354 · " in summary  # TEMPERATURES[3] = 2^(-3/2)
     assert summary.endswith(" = 1")
     # The colours are those a change to these settings draws: away and back again.
     maps = page.locator(f"{LAB} .cblab-maps:not([data-cblab-away])")

@@ -16,9 +16,10 @@ writes them into ``docs/assets/caseboard/``):
    from them; `lab_trace` is what it must get, computed by `mha.MultiHeadAttention`.
 
 The lab's controls (`lab_trace`'s arguments): the number of heads ``h`` (1, 2 or 4), the
-temperature ``T`` (the scale is ``1 / (T sqrt(d_k))``: ``T = 1`` is the usual scaling) and a
-mask: none, causal, a sliding window of ``width`` earlier keys, or padding after the first
-``length`` tokens.
+temperature factor τ (argument ``temperature``; zh 温度倍数 τ): the real temperature, the divisor
+``T`` of ``softmax(s / T)``, is ``τ sqrt(d_k)``, so the scale is ``1 / (τ sqrt(d_k))`` and
+``τ = 1`` is the usual scaling (the scores chapter defines ``T``); and a mask: none, causal,
+a sliding window of ``width`` earlier keys, or padding after the first ``length`` tokens.
 
 Dimension names: ``n`` tokens (8 in the lab), ``d_model`` (16 in the lab), ``h`` heads,
 ``d_k = d_model / h``, ``layers``.
@@ -89,7 +90,8 @@ BUDGET = 40 * 1024
 LAB_D_MODEL, LAB_LAYERS, LAB_SEED = 16, 2, 0
 #: The numbers of heads the lab offers (each divides `LAB_D_MODEL`).
 LAB_HEADS = (1, 2, 4)
-#: The temperatures the lab's slider offers, from sharp to flat: 2^(k/2) for k = -6 .. 6.
+#: The temperature factors τ the lab's slider offers, from sharp to flat: 2^(k/2) for
+#: k = -6 .. 6 (the real temperature is τ sqrt(d_k); τ = 1 is the usual scaling).
 TEMPERATURES = tuple(2.0 ** (k / 2) for k in range(-6, 7))
 #: The masks the lab offers, with the range of their parameter (None: no parameter).
 MASKS = {"none": None, "causal": None, "window": (0, 7), "padding": (1, 8)}
@@ -105,7 +107,7 @@ WORDS = {
         "looks_at": "{token} 在看：", "loading": "正在加载……",
         "cell_hint": "把指针移到格子上、轻点它，或用 Tab 和方向键选中它，就能读出它的数值。",
         "thumbnail": "第 {layer} 层 · 注意力头 {head}",
-        "temperature": "温度 T", "scale": "缩放 = 1 / (T·√d_k) = {value}",
+        "temperature": "温度倍数 τ", "scale": "缩放 = 1 / (τ·√d_k) = {value}",
         "mask_none": "不加", "mask_causal": "因果", "mask_window": "滑动窗口",
         "mask_padding": "填充", "width": "窗口宽度", "length": "真实长度",
         "padding_token": "（填充）",
@@ -125,7 +127,7 @@ WORDS = {
         "cell_hint": "Point at a cell, tap it, or reach it with Tab and the arrow keys to read "
         "its value.",
         "thumbnail": "Layer {layer} · head {head}",
-        "temperature": "Temperature T", "scale": "scale = 1 / (T·√d_k) = {value}",
+        "temperature": "Temperature factor τ", "scale": "scale = 1 / (τ·√d_k) = {value}",
         "mask_none": "none", "mask_causal": "causal", "mask_window": "sliding window",
         "mask_padding": "padding", "width": "window width", "length": "true length",
         "padding_token": "(padding)",
@@ -218,8 +220,9 @@ def real_index(lang: str) -> dict:
 # --- The lab -----------------------------------------------------------------------------------
 
 def lab_scale(h: int, temperature: float = 1.0) -> float:
-    """The score factor of the lab's layers with ``h`` heads at ``temperature``:
-    ``1 / (T sqrt(d_k))``, ``d_k = d_model / h``."""
+    """The score factor of the lab's layers with ``h`` heads at the temperature factor
+    ``temperature`` (τ): ``1 / (τ sqrt(d_k))``, ``d_k = d_model / h``; the real temperature,
+    the divisor of the scores, is ``τ sqrt(d_k)``."""
     if h not in LAB_HEADS:
         raise ValueError(f"the lab has {LAB_HEADS} heads, got h={h!r}")
     temperature = float(temperature)
@@ -229,8 +232,8 @@ def lab_scale(h: int, temperature: float = 1.0) -> float:
 
 
 def lab_layers(h: int, temperature: float = 1.0) -> list[MultiHeadAttention]:
-    """The lab's two layers with ``h`` heads at ``temperature``: the walkthrough's
-    (`mha.site.experiments.walkthrough_layers`) at `lab_scale`.
+    """The lab's two layers with ``h`` heads at the temperature factor ``temperature``: the
+    walkthrough's (`mha.site.experiments.walkthrough_layers`) at `lab_scale`.
 
     The weights are drawn as one ``(d_model, h, d_k)`` array per projection from the same seeds
     whatever ``h`` is, so every ``h`` shares one ``(d_model, d_model)`` matrix per projection,

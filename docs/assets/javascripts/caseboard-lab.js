@@ -8,7 +8,8 @@
  * truth; JavaScript numbers are float64 too):
  *
  *   Q = X W_Q, K = X W_K, V = X W_V                       (n, d_model) each
- *   scores_j = Q_j K_j^T * scale, scale = 1 / (T sqrt(d_k))   (n, n), head j = columns j*d_k ..
+ *   scores_j = Q_j K_j^T * scale, scale = 1 / (τ sqrt(d_k))   (n, n), head j = columns j*d_k ..
+ *     (τ: the temperature factor of the slider; the real temperature is τ sqrt(d_k))
  *   weights_j = softmax over the visible keys of each row   (n, n), hidden keys get 0
  *   concat = [weights_0 V_0 ... weights_{h-1} V_{h-1}]      (n, d_model)
  *   output = concat W_O                                     (n, d_model), layer 2 reads it
@@ -997,7 +998,7 @@
   LabView.prototype.update = function (trace, state) {
     var context = this.context, words = context.words, data = context.data;
     var layer = trace.layers[0];
-    var temperature = "T = " + short(data.temperatures[state.temperature]);
+    var temperature = "τ = " + short(data.temperatures[state.temperature]);
     setText(this.temperatureValue, temperature);
     this.temperature.setAttribute("aria-valuetext", temperature);
     setText(this.scaleValue, fill(words.scale, {value: short(layer.scale)}));
@@ -1303,7 +1304,7 @@
     var context = this.context, words = context.words, terms = context.terms;
     var state = this.state;
     var parts = [capital(terms.number_of_heads) + " = " + state.heads,
-                 "T = " + short(context.data.temperatures[state.temperature]),
+                 "τ = " + short(context.data.temperatures[state.temperature]),
                  capital(terms.mask) + " = " + words["mask_" + state.mask]];
     if (state.mask === "window") parts.push(words.width + " = " + state.window);
     if (state.mask === "padding") parts.push(words.length + " = " + state.padding);

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from .. import experiments
 from ..model_runs import kept_example, kept_study, kept_word_links
 from . import applications, inference, longrange, positions, realheads, speed, tables
+from . import intuition
 from . import training as train_plots
 from . import walkthrough as walk
 from ._style import style
@@ -127,6 +128,7 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "walk-output": lambda lang: walk.plot_output(_case(lang), lang),
     "walk-layers": lambda lang: walk.plot_layers(_case(lang), lang),
     "overview-one-query": lambda lang: walk.plot_one_query(_case(lang), lang),
+    "overview-pooling": lambda lang: intuition.plot_pooling(intuition.pooling_data(), lang),
     "projections-shared": lambda lang: plot_shared_projection(_case_shared_projection(lang), lang),
     "longrange-cost": lambda lang: longrange.plot_cost(
         experiments.attention_cost(2 ** np.arange(7, 16)), lang),
@@ -177,6 +179,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     **{name: _WALK for name in ("home-shapes", "walk-input", "walk-qkv", "walk-scores",
                                 "walk-weights", "walk-concat", "walk-output", "walk-layers",
                                 "overview-one-query")},
+    "overview-pooling": ("site/plots/intuition.py",),
     "projections-shared": ("site/experiments.py", "site/plots/projections.py",
                            "site/plots/_draw.py", "site/plots/case.py"),
     "longrange-cost": ("site/experiments.py", "site/plots/longrange.py"),

@@ -18,6 +18,7 @@ from .. import experiments
 from ..model_runs import kept_example, kept_study, kept_word_links
 from . import applications, inference, longrange, positions, realheads, speed, tables
 from . import intuition
+from . import transformer
 from . import training as train_plots
 from . import walkthrough as walk
 from ._style import style
@@ -134,6 +135,7 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
         experiments.attention_cost(2 ** np.arange(7, 16)), lang),
     "longrange-window": _window,
     "applications-patterns": _patterns,
+    "transformer-stack": transformer.plot_transformer,
     "speed-measured": _measured,
     "speed-blocks": lambda lang: speed.plot_blocks(speed.block_map(8 * 64, 64), lang),
     "real-heads-roles": _real_roles,
@@ -186,6 +188,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "longrange-window": ("site/experiments.py", "site/plots/longrange.py", "site/plots/_draw.py"),
     "applications-patterns": ("site/experiments.py", "site/plots/applications.py",
                               "site/plots/_draw.py", "site/plots/case.py"),
+    "transformer-stack": ("site/plots/transformer.py",),
     "speed-measured": ("site/plots/speed.py", "site/data/benchmark.json"),
     "speed-blocks": ("site/plots/speed.py", "site/plots/_draw.py"),
     "real-heads-roles": ("site/plots/realheads.py", *_MODEL),

@@ -135,7 +135,8 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
         experiments.attention_cost(2 ** np.arange(7, 16)), lang),
     "longrange-window": _window,
     "applications-patterns": _patterns,
-    "transformer-stack": transformer.plot_transformer,
+    "transformer-stack": lambda lang: transformer.plot_transformer(
+        transformer.ENCODER_LAYER, transformer.DECODER_LAYER, lang),
     "speed-measured": _measured,
     "speed-blocks": lambda lang: speed.plot_blocks(speed.block_map(8 * 64, 64), lang),
     "real-heads-roles": _real_roles,

@@ -33,7 +33,9 @@ The three measurements
    of places back can copy; copying needs content (an induction head). A two-layer
    attention-only model learns to predict ``A[i+1]`` in the second copy from ``A[i]``, whose
    earlier occurrence is visible: the loss is the cross-entropy on those positions only. The
-   other positions hold fresh random tokens, which nothing can predict. Trained on every
+   prefix and ``A`` are drawn without replacement (all distinct), so each token of the second
+   copy has exactly one earlier occurrence; their own next tokens cannot be copied from
+   anywhere (only the tokens already seen can be ruled out). Trained on every
    position instead (trials of one seed each, batch 16 or 32, lr 0.01 or 0.02: ``n = 24``,
    ``V = 32``, 1500 steps; ``n = 16``, ``V = 24``, 1000 steps; ``n = 16``, ``V = 16``, 1000
    steps), the models reached 0.19, 0.35 and 0.17 accuracy on the repeated half and no head an
@@ -45,11 +47,16 @@ The three measurements
 2. ``heads`` (`pair_batch`): one layer; the last position must output both the token at one fixed
    earlier position and the token at another (two readouts), with ``h = 1, 2, 4`` heads of
    ``d_model / h`` (the same parameter count for every ``h``).
-3. ``scale``: (a) at initialisation, unit-variance queries and keys: the softmax's mean row
-   entropy, the share of a gradient that passes back through the softmax, and the norm of the
-   gradient reaching ``W_Q``, against ``d_k``, with the default scale ``1/sqrt(d_k)`` and with
-   ``scale=1.0`` (`scale_init`); (b) training curves of the pair task with two heads of
-   ``d_k = 64``, with and without the scale (`scale_training`).
+3. ``scale``: (a) at initialisation, unit-variance queries and keys, against ``d_k``, with the
+   default scale ``1/sqrt(d_k)`` and with ``scale=1.0`` (`scale_init`): the softmax's mean row
+   entropy; the gradient summed over the queries (the norm of the gradient reaching ``W_Q``)
+   and at the softmax's input (``|dL/dS|``, which does not depend on how the layer is
+   written); and query by query (each query's ``|dQ_i|``, each softmax row's gain). (b)
+   training curves of the pair task with two heads of ``d_k = 64`` (`scale_training`) in three
+   arms (`SCALE_ARMS`): with the scale; without it; and without it with ``W_Q``'s Adam
+   learning rate divided by ``sqrt(d_k)``, which is the scaled model started ``sqrt(d_k)``
+   times hotter and trained at the same rate (the unscaled layer with ``W_Q`` is the scaled
+   layer with ``sqrt(d_k) W_Q``, and Adam's step hardly depends on the gradient's size).
 
 The kept run (``data/training.json``; `kept_run` returns it parsed)
 -------------------------------------------------------------------
@@ -104,13 +111,19 @@ seeds' values. Curves are evaluated on one fixed evaluation batch at the steps l
                                                   # both_accuracy: both tokens right
      "scale": {
       "init": {"n": int, "d_k": [4, ..., 1024], "batch": int, "max_entropy": float (log n),
-               "entropy", "softmax_gain", "grad_W_Q":
-                   {"scaled": stats-of-lists, "unscaled": stats-of-lists}},
+               "row_gain_floor": float (ROW_GAIN_FLOOR),
+               "entropy", "grad_W_Q", "grad_S", "softmax_gain", "row_gain_median",
+               "rows_below", "dQ_median", "top_decile_share":
+                   {"scaled": stats-of-lists, "unscaled": stats-of-lists},
+               "query_ratio", "query_smaller": stats-of-lists},   # unscaled against scaled
                # stats-of-lists: {"mean": [per d_k], "std": [...], "min": [...], "max": [...]}
+               # over the seeds of each seed's value (`scale_init` says what each one is)
       "training": {"config": {... as "heads", plus "h", "d_k"}, "steps": [int, ...],
-                   "settings": [{"scaled": true|false, "runs": [as in "heads"],
+                   "settings": [{"arm": "scaled" | "unscaled" | "unscaled_slow_W_Q",
+                                 "scaled": true|false, "lr_W_Q": float,
+                                 "runs": [as in "heads"],
                                  "final": {"loss", "accuracy", "both_accuracy": stats}}]}
-     }
+     }                                            # one setting per arm of SCALE_ARMS, in order
     }
 
 For the chapter: ``from mha.site.training import kept_run`` then, for example,
@@ -124,7 +137,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["KEPT_RUN", "ROLE_THRESHOLD", "Adam", "Model", "cross_entropy", "head_scores",
+__all__ = ["KEPT_RUN", "ROLE_THRESHOLD", "ROW_GAIN_FLOOR", "SCALE_ARMS", "Adam", "Model",
+           "cross_entropy", "head_scores",
            "heads_experiment", "induction_batch", "induction_experiment", "kept_run",
            "pair_batch", "roles", "scale_init", "scale_training", "train"]
 
@@ -328,12 +342,18 @@ class Adam:
 
     ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``, and each parameter moves by
     ``-lr * m_hat / (sqrt(v_hat) + eps)`` with the bias-corrected ``m_hat = m / (1 - b1^t)``
-    and ``v_hat = v / (1 - b2^t)``.
+    and ``v_hat = v / (1 - b2^t)``. ``lr_factors`` multiplies the learning rate of the
+    parameters it names (``{"layers.0.W_Q": 0.125}``: that one moves with ``lr / 8``); the
+    others move with ``lr``.
     """
 
     def __init__(self, params: dict, lr: float, b1: float = 0.9, b2: float = 0.999,
-                 eps: float = 1e-8):
+                 eps: float = 1e-8, lr_factors: dict | None = None):
         self.params, self.lr, self.b1, self.b2, self.eps = params, lr, b1, b2, eps
+        self.lr_factors = dict(lr_factors or {})
+        unknown = set(self.lr_factors) - set(params)
+        if unknown:
+            raise ValueError(f"lr_factors names no parameter: {sorted(unknown)}")
         self.m = {k: np.zeros_like(p) for k, p in params.items()}
         self.v = {k: np.zeros_like(p) for k, p in params.items()}
         self.t = 0
@@ -342,11 +362,12 @@ class Adam:
         self.t += 1
         for k, p in self.params.items():
             g = grads[k]
+            lr = self.lr * self.lr_factors[k] if k in self.lr_factors else self.lr
             self.m[k] = self.b1 * self.m[k] + (1 - self.b1) * g
             self.v[k] = self.b2 * self.v[k] + (1 - self.b2) * g * g
             m_hat = self.m[k] / (1 - self.b1 ** self.t)
             v_hat = self.v[k] / (1 - self.b2 ** self.t)
-            p -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)      # in place: the model's array
+            p -= lr * m_hat / (np.sqrt(v_hat) + self.eps)           # in place: the model's array
 
 
 # --------------------------------------------------------------------------------------------
@@ -491,7 +512,8 @@ def stats(values) -> dict:
             "min": a.min(0).tolist(), "max": a.max(0).tolist()}
 
 
-def train(model: Model, batches, steps: int, lr: float, evaluate, every: int) -> dict:
+def train(model: Model, batches, steps: int, lr: float, evaluate, every: int,
+          lr_factors: dict | None = None) -> dict:
     """Adam on ``model`` for ``steps`` steps; ``evaluate(model)`` (a dict of numbers) at step
     0 and every ``every`` steps.
 
@@ -499,6 +521,8 @@ def train(model: Model, batches, steps: int, lr: float, evaluate, every: int) ->
     ----------
     batches : callable
         ``batches()`` -> ``(tokens, targets)`` for one step.
+    lr_factors : dict, optional
+        Passed to `Adam`: a learning-rate multiplier per parameter name.
 
     Returns
     -------
@@ -506,7 +530,7 @@ def train(model: Model, batches, steps: int, lr: float, evaluate, every: int) ->
         ``"steps"``, ``"first_losses"`` (the first `FIRST` training losses), and one list per
         key of ``evaluate``'s result.
     """
-    opt = Adam(model.parameters(), lr)
+    opt = Adam(model.parameters(), lr, lr_factors=lr_factors)
     curves, first = {"steps": []}, []
     for step in range(steps + 1):
         if step % every == 0 or step == steps:
@@ -603,8 +627,9 @@ def induction_experiment(seeds=SEEDS, config: dict = INDUCTION) -> dict:
 
 
 def pair_run(seed: int, h: int, config: dict = HEADS, steps: int | None = None,
-             scale=None) -> dict:
-    """Train the one-layer model with ``h`` heads on the pair task; one seed."""
+             scale=None, lr_factors: dict | None = None) -> dict:
+    """Train the one-layer model with ``h`` heads on the pair task; one seed. ``scale`` goes
+    to the attention layer, ``lr_factors`` to `Adam`."""
     c = config
     model = Model(c["vocab"], c["n"], c["d_model"], h, 1, readouts=2, last_only=True,
                   seed=seed, scale=scale)
@@ -620,7 +645,8 @@ def pair_run(seed: int, h: int, config: dict = HEADS, steps: int | None = None,
 
     run = train(model, lambda: pair_batch(data_rng, c["batch"], c["n"], c["vocab"],
                                           c["positions"]),
-                c["steps"] if steps is None else steps, c["lr"], evaluate, c["eval_every"])
+                c["steps"] if steps is None else steps, c["lr"], evaluate, c["eval_every"],
+                lr_factors=lr_factors)
     run["seed"] = seed
     run["parameters"] = model.count()
     w = model.weights(ev_tokens)[0][:, :, -1]                        # (b, h, n): last query
@@ -654,57 +680,123 @@ def heads_experiment(seeds=SEEDS, config: dict = HEADS) -> dict:
             "settings": settings}
 
 
+#: A softmax row whose gain is below this passes back less than 0.1 % of a gradient: the
+#: per-row sign of saturation `scale_init` counts.
+ROW_GAIN_FLOOR = 1e-3
+
+
 def scale_init(seeds=SEEDS, config: dict = SCALE_INIT) -> dict:
-    """Measurement 3a: at initialisation, one head (``d_model = d_k``, Glorot weights, inputs
-    drawn from N(0, 1), so queries and keys have unit variance per entry): mean row entropy of
-    the weights and the norm of the gradient reaching ``W_Q`` under a loss
-    ``sum(g * output)`` with ``g`` drawn from N(0, 1), with the default scale and with
-    ``scale=1.0``. The same weights, inputs and ``g`` for both. Also the softmax's gain
-    ``|softmax_backward(w, d_w)| / |d_w|`` for a random ``d_w`` drawn from N(0, 1): the share
-    of a gradient arriving at the weights that passes back through the softmax to the scores."""
-    from ..backward import softmax_backward
+    """Measurement 3a: one head at initialisation, with the default scale and with ``scale=1.0``.
+
+    One head (``d_model = d_k``, Glorot weights, inputs drawn from N(0, 1), so queries and keys
+    have unit variance per entry) under a loss ``sum(g * output)`` with ``g`` drawn from
+    N(0, 1); the same weights, inputs and ``g`` for both versions. Each quantity is computed per
+    seed, then summarised over the seeds (`stats`):
+
+    - ``entropy``: the mean row entropy of the weights;
+    - ``grad_W_Q``: the norm of the gradient reaching ``W_Q``, summed over every query;
+    - ``grad_S``: the norm of ``dL/dS``, the gradient at the softmax's input ``S = scale q k^T``.
+      Unlike ``grad_W_Q`` it does not depend on how the layer is written: the unscaled layer
+      with ``W_Q`` is the scaled layer with ``sqrt(d_k) W_Q``, whose gradient is
+      ``grad_W_Q / sqrt(d_k)``, while ``S`` and ``dL/dS`` are the same;
+    - ``softmax_gain``: ``|softmax_backward(w, d_w)| / |d_w|`` over the whole array, for a
+      random ``d_w`` drawn from N(0, 1): the share of a gradient arriving at the weights that
+      passes back through the softmax to the scores, pooled over every row;
+    - ``row_gain_median`` and ``rows_below``: the same gain row by row, its median over the
+      rows and the share of rows whose gain is below `ROW_GAIN_FLOOR`;
+    - ``dQ_median``: the median over the queries of ``|dQ_i|`` (the row of ``dL/dQ`` of query
+      ``i``; ``dW_Q = sum_i x_i^T dQ_i``);
+    - ``query_ratio`` (one list, not per version): the median over the queries of
+      ``|dQ_i|`` unscaled over ``|dQ_i|`` scaled, query by query; ``query_smaller``: the share
+      of queries whose ``|dQ_i|`` is smaller unscaled. Each version's own ``dQ``: written the
+      scaled way (``sqrt(d_k) W_Q``), the unscaled layer's would be ``sqrt(d_k)`` times smaller
+      for every query, so these favour the unscaled layer by that factor;
+    - ``top_decile_share``: the share of ``sum_i |dQ_i|^2`` carried by the tenth of the
+      queries with the largest ``|dQ_i|`` (the same in either writing).
+    """
+    from ..backward import attention_backward, softmax_backward
     from ..multihead import MultiHeadAttention
     from .experiments import row_entropy
 
     n, b = config["n"], config["batch"]
-    found = {(key, kind): [] for key in ("entropy", "grad_W_Q", "softmax_gain")
-             for kind in ("scaled", "unscaled")}
+    kinds = ("scaled", "unscaled")
+    per_kind = ("entropy", "grad_W_Q", "grad_S", "softmax_gain", "row_gain_median",
+                "rows_below", "dQ_median", "top_decile_share")
+    found = {key: {kind: [] for kind in kinds} for key in per_kind}
+    found.update(query_ratio=[], query_smaller=[])
     for seed in seeds:
-        per = {key: [] for key in found}
+        per = {key: {kind: [] for kind in kinds} for key in per_kind}
+        ratio, smaller = [], []
         for d_k in config["d_k"]:
             rng = np.random.default_rng([seed, d_k, 2])
             x = rng.normal(size=(b, n, d_k))                         # (b, n, d_model = d_k)
             g = rng.normal(size=(b, n, d_k))                         # dL/d output
+            dq_rows = {}
             for kind, scale in (("scaled", None), ("unscaled", 1.0)):
                 layer = MultiHeadAttention(d_k, 1, seed=np.random.SeedSequence([seed, d_k]),
                                            scale=scale)
-                _, w = layer(x, return_weights=True)                 # (b, 1, n, n)
-                per["entropy", kind].append(float(row_entropy(w).mean()))
-                per["grad_W_Q", kind].append(float(np.linalg.norm(layer.backward(x, g)["W_Q"])))
-                d_w = rng.normal(size=w.shape)                           # a random dL/dweights
-                per["softmax_gain", kind].append(float(
-                    np.linalg.norm(softmax_backward(w, d_w)) / np.linalg.norm(d_w)))
-        for key in found:
-            found[key].append(per[key])
+                t = layer.trace(x)                                   # every stage, (b, 1, ...)
+                w = t["weights"]                                     # (b, 1, n, n)
+                per["entropy"][kind].append(float(row_entropy(w).mean()))
+                per["grad_W_Q"][kind].append(float(np.linalg.norm(layer.backward(x, g)["W_Q"])))
+                d_heads = (g @ layer.W_O.T)[:, None]                 # (b, 1, n, d_v): dL/dO
+                dq, _, _ = attention_backward(t["q"], t["k"], t["v"], d_heads, scale=scale)
+                d_s = softmax_backward(w, d_heads @ t["v"].swapaxes(-1, -2))  # dL/dS (b,1,n,n)
+                per["grad_S"][kind].append(float(np.linalg.norm(d_s)))
+                rows = np.linalg.norm(dq, axis=-1).ravel()           # (b n,): |dQ_i|
+                dq_rows[kind] = rows
+                per["dQ_median"][kind].append(float(np.median(rows)))
+                top = np.sort(rows ** 2)[::-1]
+                per["top_decile_share"][kind].append(float(top[: len(top) // 10].sum()
+                                                           / top.sum()))
+                d_w = rng.normal(size=w.shape)                       # a random dL/dweights
+                back = softmax_backward(w, d_w)
+                per["softmax_gain"][kind].append(float(np.linalg.norm(back)
+                                                       / np.linalg.norm(d_w)))
+                row_gain = np.linalg.norm(back, axis=-1) / np.linalg.norm(d_w, axis=-1)
+                per["row_gain_median"][kind].append(float(np.median(row_gain)))
+                per["rows_below"][kind].append(float((row_gain < ROW_GAIN_FLOOR).mean()))
+            ratio.append(float(np.median(dq_rows["unscaled"] / dq_rows["scaled"])))
+            smaller.append(float((dq_rows["unscaled"] < dq_rows["scaled"]).mean()))
+        for key in per_kind:
+            for kind in kinds:
+                found[key][kind].append(per[key][kind])
+        found["query_ratio"].append(ratio)
+        found["query_smaller"].append(smaller)
     return {"n": n, "d_k": list(config["d_k"]), "batch": b, "max_entropy": float(np.log(n)),
-            "entropy": {kind: stats(found["entropy", kind]) for kind in ("scaled", "unscaled")},
-            **{key: {kind: stats(found[key, kind]) for kind in ("scaled", "unscaled")}
-               for key in ("grad_W_Q", "softmax_gain")}}
+            "row_gain_floor": ROW_GAIN_FLOOR,
+            **{key: {kind: stats(found[key][kind]) for kind in kinds} for key in per_kind},
+            "query_ratio": stats(found["query_ratio"]),
+            "query_smaller": stats(found["query_smaller"])}
+
+
+#: The three arms of Measurement 3b: the attention layer's scale, and the factor on the Adam
+#: learning rate of ``W_Q`` (a function of ``d_k``). The unscaled layer with ``W_Q`` is the
+#: scaled layer with ``W_Q' = sqrt(d_k) W_Q``; Adam moves a weight by about ``lr`` whatever its
+#: gradient's size, so a step of ``lr`` on ``W_Q`` is a step of ``sqrt(d_k) lr`` on ``W_Q'``.
+#: The third arm gives ``W_Q`` the rate ``lr / sqrt(d_k)``: it is the scaled model started
+#: ``sqrt(d_k)`` times hotter, trained with the same rate (the saturated start alone); exactly
+#: so with Adam's ``eps = 0``, up to ``eps`` over each gradient entry otherwise.
+SCALE_ARMS = (("scaled", None, lambda d_k: 1.0),
+              ("unscaled", 1.0, lambda d_k: 1.0),
+              ("unscaled_slow_W_Q", 1.0, lambda d_k: 1 / np.sqrt(d_k)))
 
 
 def scale_training(seeds=SEEDS, config: dict = SCALE_TRAINING) -> dict:
-    """Measurement 3b: the pair task with ``h`` heads of a large ``d_k``, with and without the
-    scale."""
+    """Measurement 3b: the pair task with ``h`` heads of a large ``d_k``, in the three arms of
+    `SCALE_ARMS` (same seeds, batches and evaluation batch)."""
+    d_k = config["d_model"] // config["h"]
     settings, steps = [], None
-    for scaled in (True, False):
-        s = _pair_setting([pair_run(seed, config["h"], config, scale=None if scaled else 1.0)
-                           for seed in seeds])
+    for arm, scale, factor in SCALE_ARMS:
+        f = float(factor(d_k))
+        lr_factors = None if f == 1.0 else {"layers.0.W_Q": f}
+        s = _pair_setting([pair_run(seed, config["h"], config, scale=scale,
+                                    lr_factors=lr_factors) for seed in seeds])
         steps = s.pop("steps")
         for run in s["runs"]:
             run.pop("parameters")
-        settings.append({"scaled": scaled, **s})
-    return {"config": {**{k: v for k, v in config.items() if k != "hs"},
-                       "d_k": config["d_model"] // config["h"]},
+        settings.append({"arm": arm, "scaled": scale is None, "lr_W_Q": config["lr"] * f, **s})
+    return {"config": {**{k: v for k, v in config.items() if k != "hs"}, "d_k": d_k},
             "steps": steps, "settings": settings}
 
 
@@ -751,7 +843,7 @@ def main(argv=None) -> int:
     for s in result["heads"]["settings"]:
         print(f"heads h={s['h']}:", s["final"])
     for s in result["scale"]["training"]["settings"]:
-        print(f"scale scaled={s['scaled']}:", s["final"])
+        print(f"scale {s['arm']}:", s["final"])
     if args.save:
         with open(args.save, "w", encoding="utf-8") as out:
             json.dump(result, out, indent=None, separators=(",", ":"))

@@ -23,6 +23,10 @@ __all__ = ["plot_induction_curves", "plot_induction_maps", "plot_heads", "plot_s
 H_COLORS = {1: COLORS["raw"], 2: COLORS["scaled"], 4: "#009E73"}
 #: With the scale 1/sqrt(d_k) (the paper's) and without it (scale = 1).
 SCALE_COLORS = {True: COLORS["scaled"], False: COLORS["raw"]}
+#: The arms of Measurement 3b (`mha.site.training.SCALE_ARMS`): the two above, and the control
+#: (no scale, W_Q at lr / sqrt(d_k): the scaled model started hotter) in Okabe-Ito bluish green.
+ARM_COLORS = {"scaled": COLORS["scaled"], "unscaled": COLORS["raw"],
+              "unscaled_slow_W_Q": "#009E73"}
 
 LABELS = {
     "zh": {
@@ -47,13 +51,20 @@ LABELS = {
         "one": "每个读出的准确率",
         "both": "两个都对",
         "h_axis": "{h_term} h",
-        "entropy": "每行权重的{entropy}（nats）",
         "max_entropy": "完全平均：ln {n}",
-        "gain": "softmax 放行的{gradient}比例",
-        "grad": "到达 $W^Q$ 的{gradient}范数",
+        "entropy_title": "每行权重的{entropy}",
+        "entropy_axis": "nats",
+        "rows_below": "行的比例",
+        "rows_below_title": "只放行不到 0.1% {gradient}的 softmax 行",
+        "grad": "范数",
+        "grad_title": "到达 $W^Q$ 的{gradient}，对所有查询加总",
+        "query_ratio": "不缩放 / 缩放",
+        "query_ratio_title": "逐个查询：$\\|dQ_i\\|$ 不缩放比缩放，所有查询的中位数",
+        "equal": "一样大",
         "d_k": "$d_k$",
         "scaled": "除以 √d_k",
         "unscaled": "不缩放（scale = 1）",
+        "unscaled_slow_W_Q": "不缩放，$W^Q$ 的学习率除以 √d_k\n（即缩放、起点热 √d_k 倍）",
         "init_title": "初始化时（q、k 每个分量方差为 1，n = {n}）",
         "scale_title": "同一任务，d_k = {d_k}：{seeds} 个种子",
         "scale_loss": "{loss}（对数刻度）",
@@ -80,13 +91,21 @@ LABELS = {
         "one": "accuracy per readout",
         "both": "both right",
         "h_axis": "{h_term} h",
-        "entropy": "{entropy} of a row of weights (nats)",
         "max_entropy": "perfectly even: ln {n}",
-        "gain": "share of the {gradient} softmax lets through",
-        "grad": "norm of the {gradient} reaching $W^Q$",
+        "entropy_title": "{entropy} of a row of weights",
+        "entropy_axis": "nats",
+        "rows_below": "share of rows",
+        "rows_below_title": "softmax rows that pass back less than 0.1% of a {gradient}",
+        "grad": "norm",
+        "grad_title": "the {gradient} reaching $W^Q$, summed over all queries",
+        "query_ratio": "unscaled / scaled",
+        "query_ratio_title": "query by query: $\\|dQ_i\\|$ unscaled over scaled, median",
+        "equal": "equal",
         "d_k": "$d_k$",
         "scaled": "divided by √d_k",
         "unscaled": "not scaled (scale = 1)",
+        "unscaled_slow_W_Q": "not scaled, $W^Q$'s learning rate / √d_k\n"
+                             "(= scaled, started √d_k hotter)",
         "init_title": "At initialisation (unit-variance q and k, n = {n})",
         "scale_title": "The same task with d_k = {d_k}: {seeds} seeds",
         "scale_loss": "{loss} (log scale)",
@@ -246,21 +265,40 @@ def plot_heads(run: dict, lang: str) -> Figure:
 
 
 def plot_scale_init(run: dict, lang: str) -> Figure:
-    """At initialisation, against d_k: row entropy, the softmax's gain, and |grad W_Q|."""
+    """At initialisation, against d_k: row entropy, the share of softmax rows that pass back
+    less than 0.1 % of a gradient (`mha.site.training.ROW_GAIN_FLOOR`), the norm of grad W_Q
+    summed over the queries, and the median over the queries of |dQ_i| unscaled over scaled
+    (each seed's median: their mean, and their range shaded)."""
     init = run["scale"]["init"]
     d_k = init["d_k"]
     with style():
-        fig = Figure(figsize=(5.6, 9.0), layout="constrained")
-        axes = fig.subplots(3, 1, sharex=True)
-        for ax, key, ylabel in zip(axes, ("entropy", "softmax_gain", "grad_W_Q"),
-                                   ("entropy", "gain", "grad")):
+        fig = Figure(figsize=(5.6, 11.0), layout="constrained")
+        axes = fig.subplots(4, 1, sharex=True)
+        for ax, key, ylabel, title in zip(axes[:3], ("entropy", "rows_below", "grad_W_Q"),
+                                          ("entropy_axis", "rows_below", "grad"),
+                                          ("entropy_title", "rows_below_title", "grad_title")):
             for scaled, kind in ((True, "scaled"), (False, "unscaled")):
                 s = init[key][kind]
                 ax.errorbar(d_k, s["mean"], yerr=s["std"], color=SCALE_COLORS[scaled],
                             marker="o" if scaled else "s", markersize=4, linewidth=2,
                             capsize=2, label=_label(lang, kind))
             ax.set_ylabel(_label(lang, ylabel))
+            ax.set_title(_label(lang, title), fontsize=10, loc="left")
             ax.grid(True, alpha=0.3)
+        ratio = init["query_ratio"]
+        # the spread of a ratio: each seed's median, lowest to highest, around their mean
+        axes[3].fill_between(d_k, ratio["min"], ratio["max"], color=COLORS["neutral"],
+                             alpha=0.2, linewidth=0)
+        axes[3].plot(d_k, ratio["mean"], color=COLORS["neutral"], marker="D", markersize=4,
+                     linewidth=2)
+        axes[3].axhline(1.0, color=COLORS["neutral"], linewidth=1, linestyle=(0, (4, 3)))
+        axes[3].annotate(_label(lang, "equal"), (d_k[-1], 1.0), xytext=(0, 3),
+                         textcoords="offset points", ha="right", va="bottom",
+                         color=COLORS["neutral"])
+        axes[3].set_yscale("log")
+        axes[3].set_ylabel(_label(lang, "query_ratio"))
+        axes[3].set_title(_label(lang, "query_ratio_title"), fontsize=10, loc="left")
+        axes[3].grid(True, alpha=0.3)
         axes[0].axhline(init["max_entropy"], color=COLORS["neutral"], linewidth=1,
                         linestyle=(0, (4, 3)))
         axes[0].annotate(_label(lang, "max_entropy", n=init["n"]),
@@ -269,33 +307,33 @@ def plot_scale_init(run: dict, lang: str) -> Figure:
                          color=COLORS["neutral"])
         axes[0].set_ylim(0, init["max_entropy"] * 1.15)
         axes[0].legend(frameon=False, loc="lower left")
-        axes[0].set_title(_label(lang, "init_title", n=init["n"]))
-        axes[1].set_ylim(bottom=0)
+        fig.suptitle(_label(lang, "init_title", n=init["n"]), fontsize=12)
+        axes[1].set_ylim(-0.02, 1.0)
         axes[2].set_yscale("log")
-        axes[2].set_xscale("log", base=2)
-        axes[2].set_xticks(d_k, [str(d) for d in d_k])
-        axes[2].set_xlabel(_label(lang, "d_k"))
+        axes[3].set_xscale("log", base=2)
+        axes[3].set_xticks(d_k, [str(d) for d in d_k])
+        axes[3].set_xlabel(_label(lang, "d_k"))
     return fig
 
 
 def plot_scale_curves(run: dict, lang: str) -> Figure:
-    """Training loss with and without the scale on the same task, every seed and the mean."""
+    """Training loss of the three arms (`mha.site.training.SCALE_ARMS`) on the same task,
+    every seed and the mean."""
     tr = run["scale"]["training"]
     steps = tr["steps"]
     with style():
-        fig = Figure(figsize=(5.6, 4.4), layout="constrained")
+        fig = Figure(figsize=(5.6, 4.8), layout="constrained")
         ax = fig.subplots()
         for s in tr["settings"]:
-            kind = "scaled" if s["scaled"] else "unscaled"
-            _seed_lines(ax, steps, [r["loss"] for r in s["runs"]], SCALE_COLORS[s["scaled"]],
-                        _label(lang, kind))
+            _seed_lines(ax, steps, [r["loss"] for r in s["runs"]], ARM_COLORS[s["arm"]],
+                        _label(lang, s["arm"]))
         ax.set_yscale("log")
         ax.set_xlim(steps[0], steps[-1])
         ax.set_xlabel(_label(lang, "step"))
         ax.set_ylabel(_label(lang, "scale_loss"))
         ax.set_title(_label(lang, "scale_title", d_k=tr["config"]["d_k"],
                             seeds=len(tr["settings"][0]["runs"])))
-        ax.legend(frameon=False, loc="upper right")
+        ax.legend(frameon=False, loc="lower left", fontsize=9)
         ax.grid(True, alpha=0.3)
     return fig
 
@@ -312,6 +350,7 @@ TABLE_WORDS = {
         "scale": ("", "训练结束时的{loss}", "准确率"),
         "init_entropy": "初始化时每行的{entropy}，d_k = {d}",
         "scaled": "除以 √d_k", "unscaled": "不缩放",
+        "unscaled_slow_W_Q": "不缩放，W^Q 的学习率 ÷ √d_k",
         "note": "均值 ± 标准差（{seeds} 个种子），括号里是最小值–最大值。",
     },
     "en": {
@@ -323,6 +362,7 @@ TABLE_WORDS = {
         "scale": ("", "{loss} at the end", "accuracy"),
         "init_entropy": "{entropy} of a row at init, d_k = {d}",
         "scaled": "divided by √d_k", "unscaled": "not scaled",
+        "unscaled_slow_W_Q": "not scaled, W^Q's learning rate ÷ √d_k",
         "note": "Mean ± standard deviation over {seeds} seeds; min–max in brackets.",
     },
 }
@@ -375,8 +415,8 @@ TABLE_D_K = (16, 64, 256, 1024)
 
 
 def scale_table(run: dict, lang: str) -> str:
-    """With and without the scale: the final loss and accuracy of the training runs, and the
-    initial row entropy at a few d_k."""
+    """Per arm of Measurement 3b: the final loss and accuracy of the training runs, and the
+    initial row entropy at a few d_k (the control starts as the unscaled model does)."""
     tr, init = run["scale"]["training"], run["scale"]["init"]
     w = TABLE_WORDS[lang]
     dks = [d for d in TABLE_D_K if d in init["d_k"]]
@@ -384,10 +424,9 @@ def scale_table(run: dict, lang: str) -> str:
     header += [w["init_entropy"].format(**_words(lang), d=d) for d in dks]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for s in tr["settings"]:
-        kind = "scaled" if s["scaled"] else "unscaled"
-        e = init["entropy"][kind]
+        e = init["entropy"]["scaled" if s["scaled"] else "unscaled"]
         cells = [f"{e['mean'][init['d_k'].index(d)]:.2f}" for d in dks]
-        rows.append(f"| {w[kind]} | {_stat(s['final']['loss'], sci=True)} | "
+        rows.append(f"| {w[s['arm']]} | {_stat(s['final']['loss'], sci=True)} | "
                     f"{_stat(s['final']['accuracy'])} | " + " | ".join(cells) + " |")
     note = w["note"].format(seeds=len(tr["settings"][0]["runs"]))
     return "\n".join(rows) + "\n\n" + note

@@ -60,11 +60,11 @@ STACK_DEPTH = 6
 WORDS = {
     "zh": {"title": "Transformer：编码器和解码器", "encoder": "编码器", "decoder": "解码器",
            "target_in": "已写出的译文\n（右移一位）", "linear": "线性层",
-           "probabilities": "下一个词元的概率", "repeat": "N ×", "depth": "（N = {n}）"},
+           "probabilities": "下一个词元的概率", "repeat": "N×", "depth": "原论文 N = {n}"},
     "en": {"title": "The Transformer: encoder and decoder", "encoder": "encoder",
-           "decoder": "decoder", "target_in": "target so far\n(shifted right)",
-           "linear": "linear", "probabilities": "next-token probabilities", "repeat": "N ×",
-           "depth": "(N = {n})"},
+           "decoder": "decoder", "target_in": "target written so far\n(shifted right)",
+           "linear": "linear layer", "probabilities": "next-token probabilities", "repeat": "N×",
+           "depth": "paper: N = {n}"},
 }
 
 _FILL = {"self_attention": "#FCE3D2", "cross_attention": "#FFE9B3",
@@ -89,7 +89,7 @@ def concept_labels(lang: str) -> set[str]:
     return {term(key, lang) for key in keys}
 
 
-def _box(ax, x, y, w, h, text, fill, *, fontsize=10.5):
+def _box(ax, x, y, w, h, text, fill, *, fontsize=9.5):
     ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h,
                                 boxstyle="round,pad=0.02,rounding_size=0.12",
                                 facecolor=fill, edgecolor="#777777", linewidth=0.9))
@@ -151,10 +151,10 @@ def plot_transformer(encoder_layer, decoder_layer, lang: str, *,
     encoder's output feeding each cross-attention sublayer of the decoder, and the output
     linear layer and softmax."""
     words = WORDS[lang]
-    width, slot, y0 = 3.3, 1.75, 2.35
-    enc_x, dec_x = 2.3, 7.7
+    width, slot, y0 = 4.0, 1.75, 2.35
+    enc_x, dec_x = 2.2, 8.3
     with style():
-        fig = Figure(figsize=(5.8, 5.3), layout="constrained")
+        fig = Figure(figsize=(6.2, 5.4), layout="constrained")
         ax = fig.subplots()
         ax.axis("off")
         ax.set_title(words["title"])
@@ -165,7 +165,7 @@ def plot_transformer(encoder_layer, decoder_layer, lang: str, *,
                                 width=width)
         for cx, top, name, side in ((enc_x, enc_top, words["encoder"], -1),
                                     (dec_x, dec_top, words["decoder"], +1)):
-            edge = cx + side * (width / 2 + 0.62)
+            edge = cx + side * (width / 2 + 0.7)
             ax.text(edge, top - 0.1, name, ha="right" if side < 0 else "left", va="top",
                     fontsize=11, fontweight="bold")
             ax.text(edge, top - 0.55, words["repeat"] + "\n" + words["depth"].format(
@@ -194,7 +194,7 @@ def plot_transformer(encoder_layer, decoder_layer, lang: str, *,
         ax.plot([-0.8, -0.2], [dec_top + 1.18, dec_top + 1.18], color=_RESIDUAL, linewidth=1.1)
         ax.text(-0.05, dec_top + 1.18, term("residual_connection", lang) + "  x + f(x)",
                 ha="left", va="center", fontsize=9.5, color=_RESIDUAL)
-        ax.set_xlim(-1.0, 11.0)
+        ax.set_xlim(-2.3, 12.8)
         ax.set_ylim(0, dec_top + 2.05)
         ax.set_aspect("equal")
     return fig

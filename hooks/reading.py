@@ -323,7 +323,7 @@ def without_answers(markdown: str) -> str:
 
 def homework(folder: Path, lang: str) -> str:
     """Each course chapter's self-check questions and exercises, answers left out."""
-    checks = "自测题" if lang == "zh" else "Self-check questions"
+    checks = "自测一下" if lang == "zh" else "Check yourself"
     exercises = "练习" if lang == "zh" else "Exercises"
     none = "（这一章还没有练习。）" if lang == "zh" else "(No exercises in this chapter yet.)"
     parts = []

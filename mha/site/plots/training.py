@@ -352,6 +352,7 @@ TABLE_WORDS = {
         "scaled": "除以 √d_k", "unscaled": "不缩放",
         "unscaled_slow_W_Q": "不缩放，W^Q 的学习率 ÷ √d_k",
         "note": "均值 ± 标准差（{seeds} 个种子），括号里是最小值–最大值。",
+        "scale_note": "熵的几列取自初始化时的测量（一个头，d_model = d_k），按组填入，对照组的起点和不缩放时相同；三组训练本身都用 d_k = 64。",
     },
     "en": {
         "scores": ("layer", "head", "previous-token score (before → after)",
@@ -364,6 +365,9 @@ TABLE_WORDS = {
         "scaled": "divided by √d_k", "unscaled": "not scaled",
         "unscaled_slow_W_Q": "not scaled, W^Q's learning rate ÷ √d_k",
         "note": "Mean ± standard deviation over {seeds} seeds; min–max in brackets.",
+        "scale_note": ("The entropy columns come from the measurement at initialisation (one head, "
+                       "d_model = d_k), filled in by arm, the control starting as the unscaled "
+                       "model; the three arms were all trained at d_k = 64."),
     },
 }
 
@@ -429,4 +433,5 @@ def scale_table(run: dict, lang: str) -> str:
         rows.append(f"| {w[s['arm']]} | {_stat(s['final']['loss'], sci=True)} | "
                     f"{_stat(s['final']['accuracy'])} | " + " | ".join(cells) + " |")
     note = w["note"].format(seeds=len(tr["settings"][0]["runs"]))
+    note += ("" if lang == "zh" else " ") + w["scale_note"]
     return "\n".join(rows) + "\n\n" + note

@@ -329,14 +329,20 @@ def test_home_page_maps_the_story_onto_the_model_once(lang):
     beside the symbols, the captain as W_O; the colours are names, not a table of jobs."""
     from mha.site.terms import TERMS
 
+    from mha.site.plots import TABLES
+
     section = the_case_section(lang)
-    for key in ("case_file", "detective", "captain", "query", "key", "value",
-                "attention_weight"):
-        assert getattr(TERMS[key], lang) in section, key
-    for symbol in ("$x_i$", "$q_i = x_i W^Q$", "$k_j = x_j W^K$", "$v_j = x_j W^V$", "$a_{ij}$",
-                   "$W^O$"):
-        assert symbol in section, symbol
-    assert not re.search(r"只记录|What the notebook records", section)
+    assert "<!-- mha:table story -->" in section  # the story's rows, from the terms file
+    table = TABLES["story"](lang)
+    for key in ("case_file", "page", "detective", "captain", "question", "label", "content",
+                "margin_notes", "report"):
+        assert f"**{getattr(TERMS[key], lang)}**" in table, key
+    for key in ("query", "key", "value", "attention_weight"):
+        assert getattr(TERMS[key], lang).lower() in table.lower(), key
+    for symbol in ("$x_i$", "$q_i = x_i W^Q$", "$k_j = x_j W^K$", "$v_j = x_j W^V$",
+                   r"$\sum_j a_{ij} v_j$", "$W^O$"):
+        assert symbol in table, symbol
+    assert not re.search(r"只记录|What the notebook records", section + table)
     assert "real-heads.md#real-heads" in section  # roles in a trained model are measured there
 
 

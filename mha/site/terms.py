@@ -3,13 +3,20 @@
 This table feeds the glossary page, the labels of every figure and the Chinese search
 dictionary (so that jieba keeps a term such as 注意力头 in one piece). Each language uses
 exactly one word for one idea: change a translation here and it changes everywhere.
+
+It also holds the detective story (`STORY`: each prop of the story, a row of `TERMS`, and the
+term of the model it stands for; the home page's mapping table and the glossary are drawn from
+it) and the words the pages no longer use (`RETIRED`: a retired prop word, a word the story gives
+to something else, or another book's name for one of our terms, each with the contexts where it
+may stay and why). ``tests/test_story.py`` holds every page to both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LANGUAGES", "Term", "TERMS", "term"]
+__all__ = ["GLOSSES", "LANGUAGES", "MENTIONS", "RETIRED", "Retired", "STORY", "Term", "TERMS",
+           "term"]
 
 LANGUAGES = ("zh", "en")
 
@@ -59,10 +66,17 @@ TERMS: dict[str, Term] = {
                   "第 j 个词元在一个注意力头里的值：第 j 页实际说了什么。",
                   "Token j's value in one head: what page j actually says."),
     "projection": Term("投影", "projection", "W",
-                       "乘一个可学习的矩阵，把向量换到另一个空间。",
-                       "Multiplying by a learned matrix to move vectors into another space."),
-    "dot_product": Term("点积", "dot product", r"q \cdot k", "两个向量对应分量相乘再求和，方向越一致越大。",
-                        "Multiply matching components and add them up: larger when two vectors point the same way."),
+                       "乘一个可学习的矩阵，把向量换到另一个空间。这是机器学习里的习惯叫法，并不是线性代数里的"
+                       "投影（那要求 P² = P）：学到的矩阵往往连方阵都不是。",
+                       "Multiplying by a learned matrix to move vectors into another space. The "
+                       "name is machine learning's habit, not linear algebra's projection (which "
+                       "needs P² = P): a learned matrix is often not even square."),
+    "dot_product": Term("点积", "dot product", r"q \cdot k",
+                        "两个向量对应分量相乘再求和。长度固定时，方向越一致越大；方向不变时，向量越长，"
+                        "它的绝对值越大。",
+                        "Multiply matching components and add them up. For fixed lengths it is "
+                        "larger when the two vectors point the same way; for fixed directions it "
+                        "grows with their lengths."),
     "attention_score": Term("注意力分数", "attention score", r"QK^\top / \sqrt{d_k}",
                             "查询与键的匹配程度，softmax 之前的数。d2l 中文版把用查询和键算分数的函数"
                             "叫“评分函数”（注意力评分函数）。",
@@ -136,12 +150,12 @@ TERMS: dict[str, Term] = {
     "positional_encoding": Term(
         "位置编码", "positional encoding", "",
         "告诉模型每个词元在哪儿：或者加进嵌入（正余弦位置编码、可学习的位置嵌入），或者按位置旋转查询和键"
-        "（旋转位置编码）；没有它（或因果掩码这类结构），自注意力分不出词序。比喻里，前者像在每页证据上"
-        "盖页码（绝对位置），后者像只在乎两页隔了多远的侦探（相对位置）。",
+        "（旋转位置编码）；没有它（或因果掩码这类结构），自注意力分不出词序。比喻里，前者像给每一页"
+        "盖上页码（绝对位置），后者像只在乎两页隔了多远的侦探（相对位置）。",
         "Information about where each token stands, either added to the embeddings (sinusoidal "
         "or learned) or used to rotate the queries and keys (RoPE); without it, or a structure "
-        "such as a causal mask, self-attention cannot tell word order. In the story: page "
-        "numbers stamped on the evidence (absolute position), or detectives who only care how "
+        "such as a causal mask, self-attention cannot tell word order. In the story: a page "
+        "number stamped on every page (absolute position), or detectives who only care how "
         "far apart two pages are (relative position)."),
     "sinusoidal_encoding": Term(
         "正余弦位置编码", "sinusoidal positional encoding", "PE_p",
@@ -165,10 +179,10 @@ TERMS: dict[str, Term] = {
         "m − n (Su et al., 2021)."),
     "absolute_position": Term(
         "绝对位置", "absolute position", "p",
-        "词元在序列里的序号，从 0 数起；比喻里是盖在每页证据上的页码。正余弦位置编码和可学习的位置嵌入"
+        "词元在序列里的序号，从 0 数起；比喻里是盖在每一页上的页码。正余弦位置编码和可学习的位置嵌入"
         "都把它加进嵌入。",
         "A token's index in the sequence, counted from 0; in the story, the page number stamped "
-        "on each piece of evidence. The sinusoidal table and learned position embeddings add it "
+        "on each page. The sinusoidal table and learned position embeddings add it "
         "to the embeddings."),
     "relative_position": Term(
         "相对位置", "relative position", "m - n",
@@ -281,19 +295,62 @@ TERMS.update({
                             "The vector of each token as it passes through the layers: every "
                             "layer reads it and adds its output to it."),
     "layer_norm": Term("层归一化", "LayerNorm", r"\operatorname{LayerNorm}",
-                       "把每个词元的向量在它自己的各分量上调成均值 0、方差 1，再乘可学习的缩放、加可学习的平移。",
+                       "把每个词元的向量在它自己的各分量上调成均值 0、方差 1，再乘可学习的缩放、加可学习的平移。"
+                       "英文名 LayerNorm，一页里至多注一次：“层归一化（LayerNorm）”；d2l 中文版叫“层规范化”。",
                        "Rescales each token's vector over its own components to mean 0 and "
-                       "variance 1, then applies a learned scale and shift."),
+                       "variance 1, then applies a learned scale and shift. Also written layer "
+                       "normalisation."),
     "feed_forward_network": Term("前馈网络", "feed-forward network", r"\operatorname{FFN}",
-                                 "Transformer 块里注意力之后的第二个子层：两层全连接，对每个词元单独作用。",
+                                 "Transformer 块里注意力之后的第二个子层：两层全连接，对每个词元单独作用。"
+                                 "d2l 中文版叫“基于位置的前馈网络”（原论文的 position-wise）。",
                                  "The second sub-layer of a Transformer block, after attention: "
-                                 "two fully connected layers applied to each token on its own."),
+                                 "two fully connected layers applied to each token on its own "
+                                 "(the paper's and d2l's position-wise feed-forward network)."),
     "induction_head": Term("诱导头", "induction head", "",
                            "一种注意力头：当前词元以前出现过时，它看向上次出现处的后一个词元，好把那个词接着抄下来"
-                           "（… A B … A → B）。",
+                           "（… A B … A → B）。也常译作“归纳头”；本站只用“诱导头”。",
                            "A head that, when the current token appeared earlier, attends to the "
                            "token that came after it last time, so as to copy it "
                            "(… A B … A → B)."),
+    "layer": Term("层", "layer", "",
+                  "Transformer 的一层：一个注意力子层加一个前馈子层，各带残差连接和层归一化；每层有自己的"
+                  "权重。比喻里，一层的注意力是一班侦探。",
+                  "One layer of a Transformer: an attention sub-layer and a feed-forward "
+                  "sub-layer, each with its residual connection and LayerNorm; every layer has "
+                  "weights of its own. In the story, a layer's attention is one shift."),
+    "sub_layer": Term("子层", "sub-layer", "",
+                      "Transformer 一层里的一个部件：注意力子层或前馈子层，外面包着残差连接和层归一化。"
+                      "本站不叫“子块”。",
+                      "One part of a Transformer layer, the attention or the feed-forward "
+                      "sub-layer, wrapped in a residual connection and LayerNorm; not a "
+                      "\"sub-block\"."),
+    "activation": Term("激活值", "activation", "",
+                       "前向传播时一层算出的中间结果（每个词元的向量），随输入变；和权重相对，权重训练完就固定了。",
+                       "What a layer computes on the way forward (each token's vectors); it "
+                       "changes with the input, unlike the weights, which training fixes."),
+    "batch_size": Term("批大小", "batch size", "b",
+                       "一次一起计算（训练时一起算损失和梯度）的样本个数。d2l 中文版叫“批量大小”。",
+                       "How many examples are computed together (in training, whose loss and "
+                       "gradient are taken together)."),
+    "hidden_state": Term("隐藏状态", "hidden state", "h_t",
+                         "循环神经网络读到第 t 步时带着的向量：把读过的内容压进一个定长向量，一步步往后传。"
+                         "d2l 中文版叫“隐状态”。比喻里是一路带着的小抄。",
+                         "The vector a recurrent network carries after step t: what it has read "
+                         "so far, squeezed into one fixed-size vector and passed on step by "
+                         "step. In the story, the running note."),
+    "teacher_forcing": Term("强制教学", "teacher forcing", "",
+                            "训练生成模型时，每一步的输入是正确答案的前一个词元，而不是模型自己生成的词元；"
+                            "配合因果掩码，整句一次就能算完。英文名 teacher forcing，一页里至多注一次。"
+                            "d2l 中文版也叫“强制教学”。",
+                            "Training a generative model on the right answer's previous token at "
+                            "each step, not on the token it generated itself; with a causal "
+                            "mask, a whole sentence is computed in one pass."),
+    "contraction": Term("缩并", "contraction", "",
+                        "对两个数组共同的下标，把对应元素相乘再求和（张量缩并）；矩阵乘法就是最简单的一种。"
+                        "NumPy 的 einsum 写的就是缩并。",
+                        "Multiplying two arrays' elements along an index they share and summing "
+                        "over it (tensor contraction); a matrix product is the simplest case. "
+                        "NumPy's einsum writes contractions."),
 })
 
 
@@ -314,6 +371,11 @@ TERMS.update({
                      "Each layer keeps the keys and values of the tokens it has already read, so "
                      "a new token computes only its own; queries are not kept, since a past query "
                      "is never used again."),
+    "kv_head": Term("键值头", "key/value head", "",
+                    "一组键和值的投影；分组查询注意力里几个查询头共用一个键值头。本站不说“K/V 头”；"
+                    "只有分开说键和值时才说键头、值头。",
+                    "One set of key and value projections; in grouped-query attention several "
+                    "query heads share one key/value head. Not a \"K/V head\"."),
     "kv_heads": Term("键值头数", "key/value heads", r"h_{kv}",
                      "一层里键和值各有几组；整除头数 h。等于 h 是普通的多头注意力，等于 1 是多查询注意力。",
                      "How many sets of keys and values a layer has; it divides the number of "
@@ -343,28 +405,240 @@ TERMS.update({
                          "token at a time."),
 })
 
-# The story's cast and props (the mapping the home page's #the-case section spells out), and
-# the text the site grew from.
+# The detective story: every prop, in the order of the home page's table (#the-case). Each note
+# says what the prop stands for in the model; the home page's table shows the same words, notes
+# and symbols (`mha.site.plots.tables.story_table`), and the glossary ends with these rows.
 TERMS.update({
     "case_file": Term("卷宗", "case file", "X",
-                      "比喻里的输入序列：本站的卷宗是一句话，每个词元是其中一页。",
-                      "In the story, the input sequence: here one sentence, each token a page."),
+                      r"输入序列，形状 $(n, d_{\text{model}})$：本站的卷宗是一句话，每个词元是其中一页。",
+                      r"The input sequence, of shape $(n, d_\text{model})$: here one sentence, "
+                      "each token a page."),
+    "page": Term("页", "page", "x_i",
+                 "一个词元，$i$ 号页的嵌入 $x_i$ 是 $X$ 的一行。页和词元一样从 0 号数起；"
+                 "一页不叫“证物”“证据”“封面”。",
+                 "A token: the embedding of page $i$, $x_i$, is a row of $X$. Pages count from "
+                 "0, like tokens."),
     "detective": Term("侦探", "detective", r"\text{head}_i",
-                      "比喻里的一个注意力头，有自己的 $W^Q$、$W^K$、$W^V$。红、蓝、绿、黄只是 0～3 号头的名字，"
-                      "不代表分工。",
-                      "In the story, one head, with its own $W^Q$, $W^K$ and $W^V$. Red, blue, green "
-                      "and yellow only name heads 0 to 3; they are not specialties."),
+                      "一个注意力头，按自己的办案手册读卷宗；一班有 $h$ 位。红、蓝、绿、黄只是 0～3 号头的"
+                      "名字，不代表分工。",
+                      "One attention head, reading the file by its own handbook; a shift has $h$ "
+                      "of them. Red, blue, green and yellow only name heads 0 to 3; they are not "
+                      "specialties."),
+    "handbook": Term("办案手册", "handbook", "W^Q, W^K, W^V",
+                     "一位侦探的三个投影矩阵，也就是训练学到的权重；训练之前，每位侦探拿的是一本随机的手册。",
+                     "A detective's three projection matrices, the weights that training learns; "
+                     "before training, every detective holds a random handbook."),
+    "question": Term("问题", "question", "q_i = x_i W^Q",
+                     "查询，即 $i$ 号页在找什么；每一页在每位侦探那里各有一个问题。",
+                     "The query: what page $i$ is looking for. Every page has a question for "
+                     "every detective."),
+    "label": Term("标签", "label", "k_j = x_j W^K",
+                  "键，即 $j$ 号页能提供什么；每位侦探按自己的手册给每一页贴标签。",
+                  "The key: what page $j$ has to offer. Every detective labels every page by "
+                  "its own handbook."),
+    "content": Term("内容", "content", "v_j = x_j W^V",
+                    "值，即 $j$ 号页实际说了什么（是内容，不是“摘要”）。",
+                    "The value: what page $j$ actually says (its content, not a summary of it)."),
+    "margin_notes": Term("页边批注", "margin notes", r"a_{i\cdot}",
+                         "注意力权重的一行，即侦探读 $i$ 号页时在页边记下的：每一页分到多少注意力，加起来等于 1。",
+                         "One row of attention weights: what a detective jots beside page $i$, "
+                         "how much attention each page gets; they sum to 1."),
+    "report": Term("报告", "report", r"\sum_j a_{ij} v_j",
+                   "一个注意力头输出的一行，即侦探照页边批注把各页的内容加权求和，交给队长。模型生成的文字"
+                   "不是报告，叫生成的文本。",
+                   "One row of a head's output: the detective's sum of the pages' contents, "
+                   "weighted by its margin notes, handed to the captain. The text a model "
+                   "generates is the generated text, never a report."),
     "captain": Term("队长", "captain", r"W^O",
-                    "比喻里的输出投影：把每一页的 h 份报告并排（拼接），改写成一份 d_model 维的笔记。",
-                    "In the story, the output projection: puts each page's h reports side by "
-                    "side (concatenation) and rewrites them into one note of d_model numbers."),
-    "source_document": Term("原文", "source document", "",
-                            "本站改写、扩充时依据的那份中文讲稿：侦探团的比喻和一段多头注意力的 Python "
-                            "演示都出自它。",
-                            "The Chinese lecture notes this site was rewritten and expanded "
-                            "from: the detective story and a Python demo of multi-head "
-                            "attention both come from it."),
+                    "一层的输出投影，把每一页的 $h$ 份报告并排（拼接），改写成一份综合报告；每一班有自己的队长。",
+                    "A layer's output projection: puts each page's $h$ reports side by side "
+                    "(concatenation) and rewrites them into one combined report. Every shift has "
+                    "its own captain."),
+    "combined_report": Term("综合报告", "combined report", r"\text{Concat} \cdot W^O",
+                            r"队长的输出，即多头注意力输出的一行：每页 $d_{\text{model}}$ 个数，加进案情记录。",
+                            r"The captain's output, one row of the multi-head attention's "
+                            r"output: $d_\text{model}$ numbers per page, added to the case "
+                            "record."),
+    "shift": Term("一班", "shift", "",
+                  "一层的注意力，即 $h$ 位侦探加上他们的队长（真实模型的一层还有前馈网络）；下一班读的是"
+                  "案情记录。BERT-base 这样的模型有 12 班，每班 12 位侦探和一位队长。",
+                  "A layer's attention: $h$ detectives and their captain (a real layer adds a "
+                  "feed-forward network); the next shift reads the case record. A model like "
+                  "BERT-base has 12 shifts of 12 detectives, each shift with its captain."),
+    "case_record": Term("案情记录", "case record", "",
+                        "残差流，即每一页一路穿过各层的那个向量：每一班读它，再把综合报告加上去（前馈网络的"
+                        "输出也加在这里）。",
+                        "The residual stream, each page's vector on its way through the layers: "
+                        "every shift reads it and adds its combined report to it (and the "
+                        "feed-forward network adds its output too)."),
+    "filing_cabinet": Term("档案柜", "filing cabinet", "",
+                           "KV 缓存，即已经读过的页的标签和内容：每一班存一份，留给后面的页查，不用重抄。",
+                           "The KV cache: the labels and contents of the pages already read, kept "
+                           "by every shift for the pages still to come, never copied out again."),
+    "page_number": Term("页码", "page number", "p",
+                        "位置，即一页在卷宗里的序号，从 0 数起；正余弦位置编码和可学习的位置嵌入把它盖在每一页上。",
+                        "A position: a page's index in the case file, counted from 0; sinusoidal "
+                        "encoding and learned position embeddings stamp it on every page."),
+    "running_note": Term("小抄", "running note", "",
+                         "循环神经网络的隐藏状态，一页一页往下带。自注意力用不着它：每一页一步就能和其他所有页比对。",
+                         "A recurrent network's hidden state, carried from page to page. "
+                         "Self-attention needs none: every page is compared with every other in "
+                         "one step."),
+    "jupyter_notebook": Term("Jupyter 笔记本", "Jupyter notebook", "",
+                             "不在故事里：本站的配套笔记本 python-demo.ipynb。全站的“笔记”“笔记本”只指这种文件，"
+                             "而且总带着“Jupyter”或“配套”。",
+                             "Not part of the story: the site's companion notebook, "
+                             "python-demo.ipynb. The story has no \"notebook\": the word means "
+                             "only this kind of file, always with Jupyter or companion."),
+    "source_document": Term("原讲稿", "source document", "",
+                            "不在故事里：本站改写、扩充时依据的那份中文讲稿，侦探团的比喻和一段多头注意力的 Python "
+                            "演示都出自它。“原论文”则指 Vaswani 等（2017）。",
+                            "Not part of the story: the Chinese lecture notes this site was "
+                            "rewritten and expanded from; the detective story and a Python demo "
+                            "of multi-head attention both come from it."),
 })
+
+#: The story: each prop (its row of `TERMS`: its words, symbol, and what it stands for), in the
+#: home page's order, and the term of the model it stands for (None: not part of the model).
+STORY: dict[str, str | None] = {
+    "case_file": "embedding",
+    "page": "token",
+    "detective": "head",
+    "handbook": "projection",
+    "question": "query",
+    "label": "key",
+    "content": "value",
+    "margin_notes": "attention_weight",
+    "report": "weighted_sum",
+    "captain": "output_projection",
+    "combined_report": "multi_head_attention",
+    "shift": "layer",
+    "case_record": "residual_stream",
+    "filing_cabinet": "kv_cache",
+    "page_number": "absolute_position",
+    "running_note": "hidden_state",
+    "jupyter_notebook": None,
+    "source_document": None,
+}
+
+
+@dataclass(frozen=True)
+class Retired:
+    """A word the pages of one language do not use, and where it may stay.
+
+    ``word`` is a regular expression: a retired word (笔记 left the story: it meant five
+    things), a word in a sense the story gives to something else (报告 for generated text), or
+    another book's name for one of our terms (``alias``: the glossary note of ``instead`` names
+    it, and a page does not use it). ``instead`` is the key of the term to use. ``allowed`` lists
+    the contexts where the word stays, each a regular expression matching the word with its
+    context and the reason; `MENTIONS` apply to every word.
+    """
+
+    lang: str
+    word: str
+    instead: str
+    why: str
+    allowed: tuple[tuple[str, str], ...] = ()
+    alias: bool = False
+
+
+#: Contexts in which any retired word stays: a word in quotation marks is named, not used ("the
+#: story does not say “笔记”"). ``{word}`` stands for the word's expression (the patterns are
+#: `str.format` templates, so their own braces are doubled).
+MENTIONS: tuple[tuple[str, str], ...] = (
+    (r"“[^“”\n]{{0,8}}(?:{word})[^“”\n]{{0,8}}”", "named in quotation marks, not used"),
+    (r"\"[^\"\n]{{0,12}}(?:{word})[^\"\n]{{0,12}}\"", "named in quotation marks, not used"),
+)
+
+#: A page naming d2l's word for something: after "d2l" or one of its section numbers ("10.7 ").
+_D2L_ZH = r"(?:d2l|动手学深度学习|\d+\.\d+ )[^。\n|]{0,40}"
+
+#: Terms a Chinese page glosses with their English name, at most once per page (plain text: no
+#: regular-expression metacharacters, so each is its own pattern in `RETIRED`).
+GLOSSES: dict[str, tuple[str, ...]] = {
+    "zh": ("层归一化（LayerNorm）", "强制教学（teacher forcing）"),
+    "en": (),
+}
+
+RETIRED: tuple[Retired, ...] = (
+    # The story's retired words (the lecturer's review, finding 1: 笔记 meant five things).
+    Retired("zh", r"笔记", "jupyter_notebook",
+            "retired from the story: the captain writes a 综合报告, the RNN carries a 小抄, the "
+            "weights are an 办案手册, the KV cache is the 档案柜; 笔记 is only a Jupyter notebook",
+            ((r"Jupyter ?笔记本", "the Jupyter notebook"),
+             (r"配套笔记本", "the companion notebook"),
+             (r"(?:这份|这个|本)笔记本", "the notebook naming itself"),
+             (r"笔记本[^。|\n]{0,10}Jupyter", "Jupyter in the same phrase"))),
+    Retired("zh", r"本子", "handbook", "retired from the story (it meant the weights)",
+            ((r"[样版基文]本子", "本 ending another word: 样本子集, 版本子…"),)),
+    Retired("zh", r"证物|[每一](?:页|件|份)证据|证据上", "page",
+            "a token is a 页 of the case file, not a piece of evidence (证据 for a claim is fine)"),
+    Retired("zh", r"封面", "page", "a special token is a 页 too (0 号页), not a cover"),
+    Retired("zh", r"书记员", "detective", "a head is a 侦探; 书记员 left the story"),
+    Retired("zh", r"(?<!论)原文", "source_document",
+            "the lecture notes are the 原讲稿; 原文 reads as the paper's own text"),
+    Retired("zh", r"摘要（值）|值（摘要）|写摘要|给出[^。，]{0,8}摘要", "content",
+            "a value is a page's 内容, not a summary"),
+    Retired("zh", r"写报告[^。]{0,12}(?:一个词|逐个|词元)|(?:一个词一个词|逐个词元)[^。]{0,12}写报告",
+            "report", "a 报告 is a head's output row; a model writes 生成的文本"),
+    Retired("zh", r"normal\([^\n#]*\)[^\n]*#[^\n]*卷宗", "case_file",
+            "卷宗 is the walkthrough's case file; a random input is 一份随机输入",
+            ((r"normal\([^\n#]*\)[^\n]*#[^\n]*不是[^\n]{0,6}卷宗", "says it is not the case file"),)),
+    Retired("en", r"normal\([^\n#]*\)[^\n]*#[^\n]*case file", "case_file",
+            "the case file is the walkthrough's input; a random input is a random input",
+            ((r"normal\([^\n#]*\)[^\n]*#[^\n]*not[^\n]{0,6}case file",
+              "says it is not the case file"),)),
+    Retired("en", r"\bnotebooks?\b", "jupyter_notebook",
+            "retired from the story (weights, cache, the captain's output); the notebook is "
+            "always the Jupyter or the companion notebook",
+            ((r"Jupyter notebooks?", "the Jupyter notebook"),
+             (r"[Cc]ompanion notebooks?", "the companion notebook"),
+             (r"[Tt]his notebook", "the notebook naming itself"),
+             (r"Jupyter[^.|\n]{0,30}notebooks?", "Jupyter in the same phrase"))),
+    Retired("en", r"\bnotes\b", "combined_report",
+            "retired from the story: the captain writes a combined report, the RNN carries a "
+            "running note, the weights are a handbook, the KV cache is the filing cabinet",
+            ((r"margin notes", "the attention weights' prop"),
+             (r"lecture notes", "the source document, described"),
+             (r"\bnotes (?:column|give|say)|in (?:its|the) notes\b", "the glossary's notes"))),
+    Retired("en", r"\b(?:a|one|the|its|their) note\b(?! that| how| the| on| in)",
+            "combined_report", "the captain writes a combined report, the RNN a running note",
+            ((r"running note", "the RNN's prop"),
+             (r"\w+ note (?:under|below|above) the",
+              "a note on the page, under a table or figure"))),
+    Retired("en", r"\bclerks?\b", "detective", "a head is a detective"),
+    Retired("en", r"\b(?:piece|pieces) of evidence\b", "page", "a token is a page"),
+    Retired("en", r"summar(?:y|ies)\W{1,3}(?:the )?values?\b|\bvalues?\W{1,3}(?:its |the )?summar",
+            "content", "a value is a page's content, not a summary"),
+    Retired("en", r"writes? (?:its|the|a) reports? (?:one|a|word|token)", "report",
+            "a report is a head's output row; a model writes the generated text"),
+    # Numbering (the home page states it): real models' heads are L1-H3, 1-based, hyphenated.
+    *(Retired(lang, r"(?<![A-Za-z0-9-])L\d+H\d+(?![0-9])", "head",
+              "a real model's head is written L1-H3") for lang in LANGUAGES),
+    Retired("zh", r"第 ?0 ?(?:页|号|个词元|个头)", "page",
+            "0-based indices are X 号 (0 号页); 第 N 页 counts from 1"),
+    # One word per idea: the words our terms replaced.
+    Retired("zh", r"子块", "sub_layer", "the glossary's word is 子层"),
+    Retired("en", r"sub-?blocks?", "sub_layer", "the glossary's word is sub-layer"),
+    Retired("zh", r"K/V ?头|键头和值头|键头与值头", "kv_head", "the glossary's word is 键值头"),
+    Retired("en", r"K/V heads?", "kv_head", "the glossary's word is key/value head"),
+    Retired("zh", r"头部|注意头", "head", "the glossary's word is 注意力头"),
+    # Other books' names: listed in the glossary, not used on the pages.
+    Retired("zh", r"LayerNorm", "layer_norm", "层归一化, glossed in English once per page",
+            ((GLOSSES["zh"][0], "the gloss (GLOSSES)"),), alias=True),
+    Retired("zh", r"层规范化", "layer_norm", "d2l's name; ours is 层归一化",
+            ((_D2L_ZH + r"层规范化", "naming d2l's word"),), alias=True),
+    Retired("zh", r"批量大小", "batch_size", "d2l's name; ours is 批大小",
+            ((_D2L_ZH + r"批量大小", "naming d2l's word"),), alias=True),
+    Retired("zh", r"隐状态", "hidden_state", "d2l's name; ours is 隐藏状态",
+            ((_D2L_ZH + r"隐状态", "naming d2l's word"),), alias=True),
+    Retired("zh", r"基于位置的前馈网络", "feed_forward_network", "d2l's name; ours is 前馈网络",
+            ((_D2L_ZH + r"基于位置的前馈网络", "naming d2l's word"),), alias=True),
+    Retired("zh", r"归纳头", "induction_head", "another common name; ours is 诱导头",
+            alias=True),
+    Retired("zh", r"teacher forcing", "teacher_forcing", "强制教学, glossed in English once",
+            ((GLOSSES["zh"][1], "the gloss (GLOSSES)"),), alias=True),
+)
 
 
 def term(key: str, lang: str) -> str:

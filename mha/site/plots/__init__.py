@@ -25,7 +25,7 @@ from ._style import style
 from .case import CASE_ORDER, CAST, EMBEDDING_ROWS, case_tokens
 from .projections import plot_shared_projection
 from .scores import plot_scaling
-from ..terms import LANGUAGES, TERMS, term
+from ..terms import LANGUAGES, STORY, TERMS, term
 
 __all__ = ["CAST", "CHINESE_TOKENS", "FIGURES", "LANGUAGES", "TABLES", "TERMS", "case_tokens",
            "plot_scaling", "plot_shared_projection", "style", "term"]
@@ -208,6 +208,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "benchmark": ("site/plots/tables.py", "site/data/benchmark.json"),
     "benchmark-ladder": ("site/plots/tables.py", "site/data/benchmark.json"),
     "glossary": ("site/plots/tables.py",),
+    "story": ("site/plots/tables.py",),
     # The training chapter: drawn from the kept run only (the build never trains).
     **{name: _TRAINING for name in ("training-induction-curves", "training-induction-maps",
                                     "training-heads", "training-scale-init",
@@ -228,6 +229,7 @@ TABLES: dict[str, Callable[[str], str]] = {
     "benchmark": lambda lang: tables.benchmark_table(_benchmark_run(), lang),
     "benchmark-ladder": lambda lang: tables.ladder_table(_benchmark_run(), lang),
     "glossary": lambda lang: tables.glossary_table(TERMS, lang),
+    "story": lambda lang: tables.story_table(TERMS, STORY, lang),
     "training-head-scores": lambda lang: train_plots.head_scores_table(_training_run(), lang),
     "training-heads-table": lambda lang: train_plots.heads_table(_training_run(), lang),
     "training-scale-table": lambda lang: train_plots.scale_table(_training_run(), lang),

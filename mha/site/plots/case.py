@@ -8,8 +8,8 @@ detective, 找到 and found, 钥匙 and key, 下面 and under, 桌子 and desk) 
 across the two languages; every other word (the; 在, 了, 。) has its own. The Chinese and the
 English figures therefore show different numbers.
 
-The cast: four detectives, one per attention head, each with a notebook of one colour. The
-colours only name the heads; they are not specialties.
+The cast: four detectives, one per attention head, each named by one colour. The colours only
+name the heads; they are not specialties.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ CASE_SENTENCE = {"zh": "侦探在桌子下面找到了钥匙。", "en": "The det
 
 @dataclass(frozen=True)
 class Detective:
-    """One attention head of the running example, named by the colour of its notebook."""
+    """One attention head of the running example, named by a colour."""
 
     zh: str
     en: str

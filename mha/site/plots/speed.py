@@ -10,7 +10,7 @@ from ._style import style
 
 #: How each implementation of the benchmark is named and drawn.
 IMPLS = {
-    "source": ({"zh": "原文的类", "en": "source document's class"}, "#D55E00", "o"),
+    "source": ({"zh": "原讲稿的类", "en": "source document's class"}, "#D55E00", "o"),
     "fast": ({"zh": "mha 快速路径", "en": "mha fast path"}, "#0072B2", "s"),
     "chunked": ({"zh": "mha 分块路径", "en": "mha chunked path"}, "#009E73", "D"),
     "torch": ({"zh": "PyTorch SDPA", "en": "PyTorch SDPA"}, "#555555", "^"),

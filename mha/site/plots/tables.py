@@ -1,4 +1,5 @@
-"""Markdown tables for the site's pages: the glossary and the kept benchmark run (with its ladder).
+"""Markdown tables for the site's pages: the glossary, the story's mapping and the kept benchmark
+run (with its ladder).
 
 Like the plot functions, each takes its data and a language and returns what the page shows
 (here a Markdown table); ``mha.site.plots.TABLES`` lists every table a page may ask for.
@@ -25,6 +26,23 @@ def glossary_table(terms: dict[str, Term], lang: str) -> str:
     return "\n".join(rows)
 
 
+STORY_HEADERS = {
+    "zh": ("故事里", "模型里", "符号"),
+    "en": ("In the story", "In the model", "Symbol"),
+}
+
+
+def story_table(terms: dict[str, Term], story: dict, lang: str) -> str:
+    """The home page's mapping: each prop of ``story`` (keys of ``terms``), in ``lang``, with
+    what it stands for (its note) and its symbol; the same rows end the glossary."""
+    rows = ["| " + " | ".join(STORY_HEADERS[lang]) + " |", "|---|---|---|"]
+    for key in story:
+        entry = terms[key]
+        symbol = f"${entry.symbol}$" if entry.symbol else ""
+        rows.append(f"| **{getattr(entry, lang)}** | {getattr(entry, lang + '_note')} | {symbol} |")
+    return "\n".join(rows)
+
+
 BENCH_HEADERS = {
     "zh": ("n", "实现", "时间（毫秒，最快一次）", "内存峰值（MiB）", "GFLOP/s", "占 GEMM 峰值"),
     "en": ("n", "implementation", "time (ms, fastest call)", "peak memory (MiB)", "GFLOP/s",
@@ -37,7 +55,7 @@ BENCH_LONG = {
           "beyond its output; the {h} dense n × n score matrices alone would take {dense:.0f} GiB.",
 }
 BENCH_RATIOS = {
-    "zh": {"source_over_fast": "原文的类 / mha", "fast_over_torch": "mha / PyTorch",
+    "zh": {"source_over_fast": "原讲稿的类 / mha", "fast_over_torch": "mha / PyTorch",
            "chunked_over_fast": "分块 / 快速"},
     "en": {"source_over_fast": "source class / mha", "fast_over_torch": "mha / PyTorch",
            "chunked_over_fast": "chunked / fast"},
@@ -47,7 +65,7 @@ BENCH_RATIOS = {
 #: The ladder's steps (``mha.site.bench.LADDER_STEPS``), each named by the change it makes.
 LADDER_CHANGES = {
     "zh": {
-        "as-written": "原文的类，照原样",
+        "as-written": "原讲稿的类，照原样",
         "einsum-optimize": "`einsum` 加上 `optimize=True`",
         "python-float-scale": "除以 Python 浮点数 `math.sqrt(d_k)`",
         "heads-first-matmul": "注意力头放在最前，用 `@` 代替 `einsum`",

@@ -100,6 +100,16 @@ TERMS: dict[str, Term] = {
         "a matrix, added, passed through tanh and dotted with a vector to give the score."),
     "softmax": Term("softmax", "softmax", "", "把一行分数变成非负、和为 1 的权重。",
                     "Turns a row of scores into non-negative weights that sum to 1."),
+    "temperature": Term("温度", "temperature", "T",
+                        "softmax(s/T) 里的除数 T：越大权重越平，趋于 0 时成了 argmax，趋于无穷时成了"
+                        "不看查询的平均。缩放点积注意力取 T = √d_k。",
+                        "The divisor T in softmax(s/T): the larger, the flatter the weights; as it "
+                        "goes to 0 softmax becomes argmax, as it grows the query-blind mean. "
+                        "Scaled dot-product attention takes T = √d_k."),
+    "temperature_factor": Term("温度倍数", "temperature factor", r"\tau",
+                               "案情板上的旋钮：真正的温度是 τ·√d_k，τ = 1 就是通常的缩放点积注意力。",
+                               "The case board's knob: the real temperature is τ·√d_k, and τ = 1 is "
+                               "the usual scaled dot-product attention."),
     "attention_weight": Term("注意力权重", "attention weight", r"a_{ij}",
                              "softmax 之后的数：侦探读第 i 页时分给第 j 页的那份注意力，每行和为 1。",
                              "The number after softmax: the share of attention a detective, "

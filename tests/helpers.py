@@ -355,3 +355,22 @@ def in_threads(work, n: int) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def random_bert_layer(rng, d_model, d_ff, *, bias_std=0.1, norm_std=0.2):
+    """Random weights for one BERT layer under the transformers names ``bert_layer`` reads,
+    with prefix ``L``: dense weights of standard deviation 1/sqrt(fan-in), biases of
+    ``bias_std`` (0 gives zeros: mha's attention layer has none), LayerNorm gains around 1 and
+    shifts around 0 of ``norm_std``."""
+    shapes = {"attention.self.query": (d_model, d_model), "attention.self.key": (d_model, d_model),
+              "attention.self.value": (d_model, d_model),
+              "attention.output.dense": (d_model, d_model),
+              "intermediate.dense": (d_ff, d_model), "output.dense": (d_model, d_ff)}
+    w = {}
+    for name, shape in shapes.items():
+        w[f"L.{name}.weight"] = rng.normal(0, shape[1] ** -0.5, size=shape)
+        w[f"L.{name}.bias"] = rng.normal(0, bias_std, size=shape[0])
+    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+        w[f"L.{name}.weight"] = rng.normal(1, norm_std, size=d_model)
+        w[f"L.{name}.bias"] = rng.normal(0, norm_std, size=d_model)
+    return w

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import weights_sum_error
+from helpers import random_bert_layer, weights_sum_error
 from mha.models import weights
 from mha.models.encoder import EncoderOutput, bert_layer, linear
 from mha.models.minilm import (MiniLMNotInstalledError, WordPieceTokenizer, gelu, layer_norm,
@@ -422,22 +422,6 @@ def slow_bert_layer(x, valid, w, h, eps):
     return norm(a + dense(f, "L.output.dense"), "L.output.LayerNorm"), weights
 
 
-def random_layer(rng, d_model, d_ff):
-    """Random weights for one layer, stored under the transformers names with prefix ``L``."""
-    shapes = {"attention.self.query": (d_model, d_model), "attention.self.key": (d_model, d_model),
-              "attention.self.value": (d_model, d_model),
-              "attention.output.dense": (d_model, d_model),
-              "intermediate.dense": (d_ff, d_model), "output.dense": (d_model, d_ff)}
-    w = {}
-    for name, shape in shapes.items():
-        w[f"L.{name}.weight"] = rng.normal(0, shape[1] ** -0.5, size=shape)
-        w[f"L.{name}.bias"] = rng.normal(0, 0.1, size=shape[0])
-    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
-        w[f"L.{name}.weight"] = rng.normal(1, 0.2, size=d_model)
-        w[f"L.{name}.bias"] = rng.normal(0, 0.2, size=d_model)
-    return w
-
-
 def test_linear_is_x_times_the_transposed_weight_plus_the_bias():
     w = {"p.weight": np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), "p.bias": np.array([1, 0, -1])}
     np.testing.assert_array_equal(linear(np.array([[1.0, 10.0]]), w, "p"), [[22, 43, 64]])
@@ -446,7 +430,7 @@ def test_linear_is_x_times_the_transposed_weight_plus_the_bias():
 def test_bert_layer_matches_a_slow_loop_over_heads_and_queries():
     rng = np.random.default_rng(1)
     b, n, d_model, h, d_ff, eps = 2, 5, 12, 3, 20, 1e-12
-    w = random_layer(rng, d_model, d_ff)
+    w = random_bert_layer(rng, d_model, d_ff)
     x = rng.normal(size=(b, n, d_model))
     lengths = np.array([5, 3])
     valid = np.arange(n) < lengths[:, None]                        # (b, n)
@@ -481,7 +465,7 @@ def test_bert_layer_matches_a_slow_loop_over_heads_and_queries():
 
 def test_bert_layer_keeps_float32_and_refuses_heads_that_do_not_divide_d_model():
     rng = np.random.default_rng(2)
-    w = {name: value.astype(np.float32) for name, value in random_layer(rng, 8, 16).items()}
+    w = {name: value.astype(np.float32) for name, value in random_bert_layer(rng, 8, 16).items()}
     x = rng.normal(size=(1, 4, 8)).astype(np.float32)
     out, attention = bert_layer(x, None, w, "L", 2, 1e-12)
     assert out.dtype == np.float32 and attention.dtype == np.float32

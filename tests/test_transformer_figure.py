@@ -19,6 +19,7 @@ from mha.site.plots import DEPENDS, FIGURES, LANGUAGES, term
 from mha.site.plots.transformer import (DECODER_LAYER, ENCODER_LAYER, POST_LN, STACK_DEPTH,
                                         WORDS, concept_labels, plot_transformer,
                                         sublayer_label)
+from helpers import random_bert_layer
 from tolerance import assert_within, gamma
 
 pytestmark = pytest.mark.site
@@ -96,22 +97,6 @@ def test_labels_follow_the_terms_file(monkeypatch):
             assert wrap.format(key) in drawn, (lang, key)
 
 
-def _bert_weights(rng, d_model, d_ff):
-    """Random weights under the names bert_layer reads, biases zero (mha's layer has none)."""
-    shapes = {"attention.self.query": (d_model, d_model), "attention.self.key": (d_model, d_model),
-              "attention.self.value": (d_model, d_model),
-              "attention.output.dense": (d_model, d_model),
-              "intermediate.dense": (d_ff, d_model), "output.dense": (d_model, d_ff)}
-    w = {}
-    for name, shape in shapes.items():
-        w[f"L.{name}.weight"] = rng.normal(0, 1 / np.sqrt(shape[1]), size=shape)
-        w[f"L.{name}.bias"] = np.zeros(shape[0])
-    for name in ("attention.output.LayerNorm", "output.LayerNorm"):
-        w[f"L.{name}.weight"] = rng.normal(1, 0.1, size=d_model)
-        w[f"L.{name}.bias"] = rng.normal(0, 0.1, size=d_model)
-    return w
-
-
 def run_layer(description, x, *, attention, ffn, norms, masks, context=None):
     """Run one layer as ``description`` lists it: each sublayer inside a residual connection,
     LayerNorm after the addition (Post-LN). ``attention[i]`` is a MultiHeadAttention."""
@@ -131,7 +116,7 @@ def test_the_encoders_description_is_the_layer_mha_runs_for_bert():
     mha.models.encoder.bert_layer (the real models' layer) gives on the same weights."""
     rng = np.random.default_rng(0)
     b, n, d_model, d_ff, h, eps = 2, 6, 16, 32, 4, 1e-12
-    w = _bert_weights(rng, d_model, d_ff)
+    w = random_bert_layer(rng, d_model, d_ff, bias_std=0.0, norm_std=0.1)  # mha's layer: no biases
     x = rng.normal(size=(b, n, d_model))
     lengths = [6, 4]
     valid = padding_mask(lengths, n)                                  # (b, 1, n)

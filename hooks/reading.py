@@ -251,7 +251,37 @@ def with_badge(markdown: str, line: str) -> str:
     return "\n".join(lines[:number + 1] + ["", line, ""] + lines[number + 1:])
 
 
+#: Each page's navigation label in the language being built ({stem: label}), set from the
+#: config by `on_page_markdown`: the plan, the paths and the homework sheet name a chapter as the
+#: navigation does (the lecturer's review, finding 9: one chapter, one name).
+NAV_LABELS: dict[str, str] = {}
+
+
+def nav_labels(config, lang: str) -> dict[str, str]:
+    """{stem: navigation label} for ``lang``: the nav's (Chinese) labels, translated for English
+    by the i18n plugin's nav_translations (the nav may already be the translated one)."""
+    translations: dict[str, str] = {}
+    plugin = config["plugins"].get("i18n") if config.get("plugins") else None
+    for language in (plugin.config["languages"] if plugin is not None else ()):
+        if language.locale == "en" and language.nav_translations:
+            translations = dict(language.nav_translations)
+    back = {english: chinese for chinese, english in translations.items()}
+    labels: dict[str, str] = {}
+    for item in config.get("nav") or ():
+        if not isinstance(item, dict):
+            continue
+        for label, target in item.items():
+            if isinstance(target, str) and target.endswith(".md"):
+                chinese = back.get(label, label)
+                labels[Path(target).stem] = (translations.get(chinese, chinese) if lang == "en"
+                                             else chinese)
+    return labels
+
+
 def title(path: Path) -> str:
+    """A chapter's name: its navigation label, or its H1 where the nav does not list it."""
+    if path.stem in NAV_LABELS:
+        return NAV_LABELS[path.stem]
     text = body(path.read_text(encoding="utf-8"))
     number = first_h1(text)
     if number is None:
@@ -273,8 +303,8 @@ def source(folder: Path, stem: str, where: str) -> Path:
 
 
 def plan(folder: Path, stems, lang: str) -> str:
-    head = ("| | 章节 | 阅读时间 | 累计 |" if lang == "zh"
-            else "| | Chapter | Reading time | Running total |")
+    head = ("| 序号 | 章节 | 阅读时间 | 累计 |" if lang == "zh"
+            else "| # | Chapter | Reading time | Running total |")
     rows, total = [head, "|---|---|---|---|"], 0
     for number, stem in enumerate(stems, 1):
         path = source(folder, stem, "reading:plan")
@@ -393,6 +423,8 @@ def on_page_markdown(markdown, page, config, files):
     where = page.file.src_uri
     lang = page_language(page, config)
     path = Path(page.file.abs_src_path)
+    NAV_LABELS.clear()
+    NAV_LABELS.update(nav_labels(config, lang))
     markdown = replace_markers(markdown, path.parent, lang, where)
     level = page_level(page.meta, where)
     if level is None:

@@ -335,3 +335,29 @@ def test_built_pages_show_the_line_and_the_numbers_but_search_does_not(built_sit
                         "search_index.json").read_text(encoding="utf-8"))
     words = "阅读约" if lang == "zh" else "min read"
     assert not any(words in doc["text"] for doc in index["docs"])
+
+
+def test_the_plan_names_chapters_by_their_navigation_labels():
+    """One chapter, one name (the lecturer's review, finding 9): the plan, the paths and the
+    homework sheet take the nav's label, translated for English, not the page's H1."""
+    from types import SimpleNamespace
+
+    from mkdocs.config import load_config
+
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    zh, en = reading.nav_labels(config, "zh"), reading.nav_labels(config, "en")
+    assert zh["inference"] == "推理与 KV 缓存" and en["inference"] == "Inference and the KV cache"
+    assert zh["positions"] == "词序与位置编码" and en["positions"] == "Positions"
+    # the nav may already be the translated one when the English side is built
+    english_nav = dict(config, nav=[{en["positions"]: "positions.md"}])
+    assert reading.nav_labels(english_nav, "zh") == {"positions": zh["positions"]}
+    plugin = SimpleNamespace(config={"languages": []})
+    assert reading.nav_labels({"nav": [{"标题": "x.md"}], "plugins": {"i18n": plugin}},
+                              "en") == {"x": "标题"}
+    reading.NAV_LABELS.clear()
+    reading.NAV_LABELS.update(zh)
+    try:
+        plan = reading.plan(ROOT / "docs" / "zh", ("positions",), "zh")
+    finally:
+        reading.NAV_LABELS.clear()
+    assert "[词序与位置编码](positions.md)" in plan

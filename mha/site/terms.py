@@ -39,7 +39,7 @@ TERMS: dict[str, Term] = {
                   "page of the case file."),
     "embedding": Term("嵌入", "embedding", "X",
                       "把词元表示成一个向量：同一个词不管出现在哪儿，查到的都是同一个嵌入。"
-                      "矩阵 X 的第 i 行 x_i 是第 i 个词元的嵌入。",
+                      "矩阵 X 的第 i 行 x_i 就是 i 号词元的嵌入。",
                       "A token represented as a vector: the same word gets the same embedding "
                       "wherever it stands. Row i of X, x_i, is the embedding of token i."),
     "self_attention": Term("自注意力", "self-attention", "",
@@ -55,15 +55,15 @@ TERMS: dict[str, Term] = {
                             "In translation, the sentence being translated; its tokens supply "
                             "the keys and values of cross-attention."),
     "query": Term("查询", "query", r"q_i = x_i W^Q",
-                  "第 i 个词元在一个注意力头里的查询：第 i 页在找什么。每一页在每位侦探那里都有"
+                  "i 号词元在一个注意力头里的查询：i 号页在找什么。每一页在每位侦探那里都有"
                   "自己的查询。",
                   "Token i's query in one head: what page i is looking for. Every page has a "
                   "query for every detective."),
     "key": Term("键", "key", r"k_j = x_j W^K",
-                "第 j 个词元在一个注意力头里的键：第 j 页能提供什么，像贴在这一页上的标签。",
+                "j 号词元在一个注意力头里的键：j 号页能提供什么，像贴在这一页上的标签。",
                 "Token j's key in one head: what page j has to offer, like a label on the page."),
     "value": Term("值", "value", r"v_j = x_j W^V",
-                  "第 j 个词元在一个注意力头里的值：第 j 页实际说了什么。",
+                  "j 号词元在一个注意力头里的值：j 号页实际说了什么。",
                   "Token j's value in one head: what page j actually says."),
     "projection": Term("投影", "projection", "W",
                        "乘一个可学习的矩阵，把向量换到另一个空间。这是机器学习里的习惯叫法，并不是线性代数里的"
@@ -104,19 +104,20 @@ TERMS: dict[str, Term] = {
                         "softmax(s/T) 里的除数 T：越大权重越平，趋于 0 时成了 argmax，趋于无穷时成了"
                         "不看查询的平均。缩放点积注意力取 T = √d_k。",
                         "The divisor T in softmax(s/T): the larger, the flatter the weights; as it "
-                        "goes to 0 softmax becomes argmax, as it grows the query-blind mean. "
+                        "goes to 0 softmax becomes argmax, and as it grows without bound, the "
+                        "query-blind mean. "
                         "Scaled dot-product attention takes T = √d_k."),
     "temperature_factor": Term("温度倍数", "temperature factor", r"\tau",
                                "案情板上的旋钮：真正的温度是 τ·√d_k，τ = 1 就是通常的缩放点积注意力。",
                                "The case board's knob: the real temperature is τ·√d_k, and τ = 1 is "
                                "the usual scaled dot-product attention."),
     "attention_weight": Term("注意力权重", "attention weight", r"a_{ij}",
-                             "softmax 之后的数：侦探读第 i 页时分给第 j 页的那份注意力，每行和为 1。",
+                             "softmax 之后的数：侦探读 i 号页时分给 j 号页的那份注意力，每行和为 1。",
                              "The number after softmax: the share of attention a detective, "
                              "working on page i, gives page j; each row sums to 1."),
     "weighted_sum": Term("加权和", "weighted sum", r"\sum_j a_{ij} v_j",
-                         "按注意力权重把各词元的值加起来，得到一个注意力头在第 i 个词元上的输出；"
-                         "比喻里是这位侦探对第 i 页的报告。d2l 中文版叫“注意力汇聚”。",
+                         "按注意力权重把各词元的值加起来，得到一个注意力头在 i 号词元上的输出；"
+                         "比喻里是这位侦探对 i 号页的报告。d2l 中文版叫“注意力汇聚”。",
                          "The values added up, each multiplied by its attention weight: one "
                          "head's output for token i; in the story, that detective's report on page i. d2l calls it "
                          "attention pooling."),
@@ -170,7 +171,7 @@ TERMS: dict[str, Term] = {
     "sinusoidal_encoding": Term(
         "正余弦位置编码", "sinusoidal positional encoding", "PE_p",
         "原版 Transformer 的固定位置表：第 p 行由 p 乘上一组由快到慢的频率后取 sin、cos 得到，"
-        "加进第 p 个词元的嵌入；两行的点积只取决于它们相隔多远。",
+        "加进 p 号词元的嵌入；两行的点积只取决于它们相隔多远。",
         "The original Transformer's fixed table: row p holds the sines and cosines of p times a "
         "series of ever lower frequencies and is added to the embedding of token p; the dot "
         "product of two rows depends only on how far apart they are."),
@@ -294,7 +295,7 @@ TERMS.update({
     "adam": Term("Adam", "Adam", "",
                  "一种常用的优化器（Kingma 与 Ba，2015）：按每个权重梯度的滑动平均及其平方的滑动平均，"
                  "给每个权重定各自的步长。",
-                 "A widely used optimiser (Kingma and Ba 2015): each weight's step is set from "
+                 "A widely used optimiser (Kingma and Ba, 2015): each weight's step is set from "
                  "running averages of its gradient and of its squared gradient."),
     "residual_connection": Term("残差连接", "residual connection", "x + f(x)",
                                 "把一个子层的输出加到它的输入上，而不是替换输入。",
@@ -335,13 +336,13 @@ TERMS.update({
                       "sub-layer, wrapped in a residual connection and LayerNorm; not a "
                       "\"sub-block\"."),
     "activation": Term("激活值", "activation", "",
-                       "前向传播时一层算出的中间结果（每个词元的向量），随输入变；和权重相对，权重训练完就固定了。",
+                       "前向传播时一层算出的中间结果（每个词元的向量），随输入而变；权重则不同，训练完就固定了。",
                        "What a layer computes on the way forward (each token's vectors); it "
                        "changes with the input, unlike the weights, which training fixes."),
     "batch_size": Term("批大小", "batch size", "b",
                        "一次一起计算（训练时一起算损失和梯度）的样本个数。d2l 中文版叫“批量大小”。",
-                       "How many examples are computed together (in training, whose loss and "
-                       "gradient are taken together)."),
+                       "How many examples are computed together (in training, the examples whose "
+                       "loss and gradient are taken together)."),
     "hidden_state": Term("隐藏状态", "hidden state", "h_t",
                          "循环神经网络读到第 t 步时带着的向量：把读过的内容压进一个定长向量，一步步往后传。"
                          "d2l 中文版叫“隐状态”。比喻里是一路带着的小抄。",
@@ -387,18 +388,19 @@ TERMS.update({
                     "One set of key and value projections; in grouped-query attention several "
                     "query heads share one key/value head. Not a \"K/V head\"."),
     "kv_heads": Term("键值头数", "key/value heads", r"h_{kv}",
-                     "一层里键和值各有几组；整除头数 h。等于 h 是普通的多头注意力，等于 1 是多查询注意力。",
+                     "一层里键和值各有几组，这个数能整除头数 h。等于 h 时就是普通的多头注意力，等于 1 时是多查询注意力。",
                      "How many sets of keys and values a layer has; it divides the number of "
-                     "heads h. Equal to h is plain multi-head attention, 1 is multi-query "
-                     "attention."),
+                     "heads h. Equal to h, it is plain multi-head attention; equal to "
+                     "1, multi-query attention."),
     "multi_query_attention": Term("多查询注意力", "multi-query attention", "",
                                   "MQA（Shazeer，2019）：所有查询头共用同一组键和值，KV 缓存只剩普通多头注意力的 1/h。",
-                                  "MQA (Shazeer 2019): every query head shares one set of keys and "
-                                  "values, so the KV cache is 1/h of plain multi-head attention's."),
+                                  "MQA (Shazeer, 2019): every query head shares one set of keys and "
+                                  "values, so the KV cache is 1/h of plain multi-head "
+                                  "attention's."),
     "grouped_query_attention": Term("分组查询注意力", "grouped-query attention", "",
                                     "GQA（Ainslie 等，2023）：查询头分成 h_kv 组，每组共用一组键和值；"
                                     "介于多头注意力和多查询注意力之间。",
-                                    "GQA (Ainslie et al. 2023): the query heads are split into "
+                                    "GQA (Ainslie et al., 2023): the query heads are split into "
                                     "h_kv groups that each share one set of keys and values; "
                                     "between multi-head and multi-query attention."),
     "arithmetic_intensity": Term("算术强度", "arithmetic intensity", "",
@@ -410,9 +412,9 @@ TERMS.update({
     "memory_bound": Term("访存受限", "memory-bound", "",
                          "耗时由从内存读数据的速度决定，而不是由算力决定：算术强度太低的计算就是这样，"
                          "例如逐个词元解码。",
-                         "Limited by how fast data can be read from memory, not by arithmetic: "
-                         "what a computation of low arithmetic intensity is, such as decoding one "
-                         "token at a time."),
+                         "Limited by how fast data can be read from memory, not by arithmetic, as "
+                         "any computation of low arithmetic intensity is; decoding one token at "
+                         "a time is an example."),
 })
 
 # The detective story: every prop, in the order of the home page's table (#the-case). Each note
@@ -424,8 +426,7 @@ TERMS.update({
                       r"The input sequence, of shape $(n, d_\text{model})$: here one sentence, "
                       "each token a page."),
     "page": Term("页", "page", "x_i",
-                 "一个词元，$i$ 号页的嵌入 $x_i$ 是 $X$ 的一行。页和词元一样从 0 号数起；"
-                 "一页不叫“证物”“证据”“封面”。",
+                 "一个词元，$i$ 号页的嵌入 $x_i$ 是 $X$ 的一行。页和词元一样从 0 号数起。",
                  "A token: the embedding of page $i$, $x_i$, is a row of $X$. Pages count from "
                  "0, like tokens."),
     "detective": Term("侦探", "detective", r"\text{head}_i",
@@ -433,7 +434,7 @@ TERMS.update({
                       "名字，不代表分工。",
                       "One attention head, reading the file by its own handbook; a shift has $h$ "
                       "of them. Red, blue, green and yellow only name heads 0 to 3; they are not "
-                      "specialties."),
+                      "jobs."),
     "handbook": Term("办案手册", "handbook", "W^Q, W^K, W^V",
                      "一位侦探的三个投影矩阵，也就是训练学到的权重；训练之前，每位侦探拿的是一本随机的手册。",
                      "A detective's three projection matrices, the weights that training learns; "
@@ -455,7 +456,7 @@ TERMS.update({
                          "how much attention each page gets; they sum to 1."),
     "report": Term("报告", "report", r"\sum_j a_{ij} v_j",
                    "一个注意力头输出的一行，即侦探照页边批注把各页的内容加权求和，交给队长。模型生成的文字"
-                   "不是报告，叫生成的文本。",
+                   "叫“生成的文本”，不叫“报告”。",
                    "One row of a head's output: the detective's sum of the pages' contents, "
                    "weighted by its margin notes, handed to the captain. The text a model "
                    "generates is the generated text, never a report."),
@@ -484,7 +485,8 @@ TERMS.update({
     "filing_cabinet": Term("档案柜", "filing cabinet", "",
                            "KV 缓存，即已经读过的页的标签和内容：每一班存一份，留给后面的页查，不用重抄。",
                            "The KV cache: the labels and contents of the pages already read, kept "
-                           "by every shift for the pages still to come, never copied out again."),
+                           "by every shift for the pages still to come, so that nobody has to "
+                           "write them out again."),
     "page_number": Term("页码", "page number", "p",
                         "位置，即一页在卷宗里的序号，从 0 数起；正余弦位置编码和可学习的位置嵌入把它盖在每一页上。",
                         "A position: a page's index in the case file, counted from 0; sinusoidal "
@@ -495,17 +497,19 @@ TERMS.update({
                          "Self-attention needs none: every page is compared with every other in "
                          "one step."),
     "jupyter_notebook": Term("Jupyter 笔记本", "Jupyter notebook", "",
-                             "不在故事里：本站的配套笔记本 python-demo.ipynb。全站的“笔记”“笔记本”只指这种文件，"
-                             "而且总带着“Jupyter”或“配套”。",
+                             "不在故事里：本站的配套笔记本 python-demo.ipynb。全站说到“笔记本”，都指这种文件，"
+                             "而且总写成“Jupyter 笔记本”或“配套笔记本”。",
                              "Not part of the story: the site's companion notebook, "
-                             "python-demo.ipynb. The story has no \"notebook\": the word means "
-                             "only this kind of file, always with Jupyter or companion."),
+                             "python-demo.ipynb. The story has no \"notebook\": on this site the "
+                             "word means only this kind of file, always as the Jupyter or the "
+                             "companion notebook."),
     "source_document": Term("原讲稿", "source document", "",
                             "不在故事里：本站改写、扩充时依据的那份中文讲稿，侦探团的比喻和一段多头注意力的 Python "
                             "演示都出自它。“原论文”则指 Vaswani 等（2017）。",
                             "Not part of the story: the Chinese lecture notes this site was "
                             "rewritten and expanded from; the detective story and a Python demo "
-                            "of multi-head attention both come from it."),
+                            "of multi-head attention both come from it. *The paper* is Vaswani et "
+                            "al. (2017)."),
 })
 
 #: The story: each prop (its row of `TERMS`: its words, symbol, and what it stands for), in the

@@ -82,7 +82,7 @@ def plot_shapes(traces: list, lang: str) -> Figure:
             ax.add_patch(FancyBboxPatch((0.3, y - 0.33), 9.4, 0.66,
                                         boxstyle="round,pad=0.02,rounding_size=0.15",
                                         facecolor=colors[i], edgecolor="#888888"))
-            ax.text(0.6, y, label, va="center", ha="left", fontsize=10.5)
+            ax.text(0.6, y, label, va="center", ha="left", fontsize=10.5, linespacing=1.45)
             ax.text(9.4, y, shape, va="center", ha="right", fontsize=10.5, family="monospace")
             if i:
                 ax.annotate("", xy=(5, y + 0.34), xytext=(5, y + 0.66),

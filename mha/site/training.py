@@ -775,8 +775,9 @@ def scale_init(seeds=SEEDS, config: dict = SCALE_INIT) -> dict:
 #: scaled layer with ``W_Q' = sqrt(d_k) W_Q``; Adam moves a weight by about ``lr`` whatever its
 #: gradient's size, so a step of ``lr`` on ``W_Q`` is a step of ``sqrt(d_k) lr`` on ``W_Q'``.
 #: The third arm gives ``W_Q`` the rate ``lr / sqrt(d_k)``: it is the scaled model started
-#: ``sqrt(d_k)`` times hotter, trained with the same rate (a hotter start alone: at d_k = 64 most rows are not yet saturated); exactly
-#: so with Adam's ``eps = 0``, up to ``eps`` over each gradient entry otherwise.
+#: ``sqrt(d_k)`` times hotter, trained with the same rate (a hotter start alone: at d_k = 64
+#: most rows are not yet saturated); exactly so with Adam's ``eps = 0``, up to ``eps`` over each
+#: gradient entry otherwise.
 SCALE_ARMS = (("scaled", None, lambda d_k: 1.0),
               ("unscaled", 1.0, lambda d_k: 1.0),
               ("unscaled_slow_W_Q", 1.0, lambda d_k: 1 / np.sqrt(d_k)))

@@ -146,17 +146,28 @@ def split_fences(markdown: str) -> tuple[str, list[str]]:
     return "\n".join(prose), infos
 
 
-def without_section(markdown: str, heading: re.Pattern) -> str:
-    """The page without the ``## `` section whose heading matches (up to the next ``## ``)."""
-    out, skipping = [], False
+def split_section(markdown: str, heading: re.Pattern) -> tuple[str, str]:
+    """The page without the ``## `` section whose heading matches (up to the next ``## ``), and
+    that section's body without its heading ('' if there is none)."""
+    outside, inside, within = [], [], False
     for line in markdown.split("\n"):
         if heading.match(line):
-            skipping = True
-        elif skipping and H2.match(line):
-            skipping = False
-        if not skipping:
-            out.append(line)
-    return "\n".join(out)
+            within = True
+            continue
+        if within and H2.match(line):
+            within = False
+        (inside if within else outside).append(line)
+    return "\n".join(outside), "\n".join(inside)
+
+
+def without_section(markdown: str, heading: re.Pattern) -> str:
+    """The page without the ``## `` section whose heading matches."""
+    return split_section(markdown, heading)[0]
+
+
+def section(markdown: str, heading: re.Pattern) -> str:
+    """The ``## `` section whose heading matches, without that heading ('' if none)."""
+    return split_section(markdown, heading)[1]
 
 
 def counts(markdown: str) -> dict[str, int]:
@@ -251,15 +262,11 @@ def with_badge(markdown: str, line: str) -> str:
     return "\n".join(lines[:number + 1] + ["", line, ""] + lines[number + 1:])
 
 
-#: Each page's navigation label in the language being built ({stem: label}), set from the
-#: config by `on_page_markdown`: the plan, the paths and the homework sheet name a chapter as the
-#: navigation does (the lecturer's review, finding 9: one chapter, one name).
-NAV_LABELS: dict[str, str] = {}
-
-
 def nav_labels(config, lang: str) -> dict[str, str]:
     """{stem: navigation label} for ``lang``: the nav's (Chinese) labels, translated for English
-    by the i18n plugin's nav_translations (the nav may already be the translated one)."""
+    by the i18n plugin's nav_translations (the nav may already be the translated one). The plan,
+    the paths and the homework sheet name a chapter as the navigation does (the lecturer's
+    review, finding 9: one chapter, one name)."""
     translations: dict[str, str] = {}
     plugin = config["plugins"].get("i18n") if config.get("plugins") else None
     for language in (plugin.config["languages"] if plugin is not None else ()):
@@ -278,10 +285,11 @@ def nav_labels(config, lang: str) -> dict[str, str]:
     return labels
 
 
-def title(path: Path) -> str:
-    """A chapter's name: its navigation label, or its H1 where the nav does not list it."""
-    if path.stem in NAV_LABELS:
-        return NAV_LABELS[path.stem]
+def title(path: Path, labels: dict[str, str] | None = None) -> str:
+    """A chapter's name: its navigation label in ``labels`` ({stem: label}, `nav_labels`), or its
+    H1 where the nav does not list it."""
+    if labels and path.stem in labels:
+        return labels[path.stem]
     text = body(path.read_text(encoding="utf-8"))
     number = first_h1(text)
     if number is None:
@@ -302,7 +310,7 @@ def source(folder: Path, stem: str, where: str) -> Path:
     return path
 
 
-def plan(folder: Path, stems, lang: str) -> str:
+def plan(folder: Path, stems, lang: str, labels: dict[str, str] | None = None) -> str:
     head = ("| 序号 | 章节 | 阅读时间 | 累计 |" if lang == "zh"
             else "| # | Chapter | Reading time | Running total |")
     rows, total = [head, "|---|---|---|---|"], 0
@@ -310,29 +318,15 @@ def plan(folder: Path, stems, lang: str) -> str:
         path = source(folder, stem, "reading:plan")
         spent = page_minutes(path)
         total += spent
-        rows.append(f"| {number} | [{title(path)}]({stem}.md) | {duration(spent, lang)} "
+        rows.append(f"| {number} | [{title(path, labels)}]({stem}.md) | {duration(spent, lang)} "
                     f"| {duration(total, lang)} |")
     return "\n".join(rows)
 
 
-def path_list(folder: Path, stems, lang: str) -> str:
-    return "\n".join(f"{number}. [{title(source(folder, stem, 'path'))}]({stem}.md) · "
+def path_list(folder: Path, stems, lang: str, labels: dict[str, str] | None = None) -> str:
+    return "\n".join(f"{number}. [{title(source(folder, stem, 'path'), labels)}]({stem}.md) · "
                      f"{duration(page_minutes(folder / f'{stem}.md'), lang)}"
                      for number, stem in enumerate(stems, 1))
-
-
-def section(markdown: str, heading: re.Pattern) -> str:
-    """The ``## `` section whose heading matches, without that heading ('' if none)."""
-    out, inside = [], False
-    for line in markdown.split("\n"):
-        if heading.match(line):
-            inside = True
-            continue
-        if inside and H2.match(line):
-            break
-        if inside:
-            out.append(line)
-    return "\n".join(out)
 
 
 def without_answers(markdown: str) -> str:
@@ -351,7 +345,7 @@ def without_answers(markdown: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
 
 
-def homework(folder: Path, lang: str) -> str:
+def homework(folder: Path, lang: str, labels: dict[str, str] | None = None) -> str:
     """Each course chapter's self-check questions and exercises, answers left out."""
     checks = "自测一下" if lang == "zh" else "Check yourself"
     exercises = "练习" if lang == "zh" else "Exercises"
@@ -360,7 +354,7 @@ def homework(folder: Path, lang: str) -> str:
     for number, stem in enumerate(PATHS["course"], 1):
         path = source(folder, stem, "homework")
         text = body(path.read_text(encoding="utf-8"))
-        parts.append(f"**{number}. [{title(path)}]({stem}.md)**")
+        parts.append(f"**{number}. [{title(path, labels)}]({stem}.md)**")
         questions = [match.group(1) for match in map(QUESTION_BOX.match,
                                                      section(text, CHECK_YOURSELF).split("\n"))
                      if match]
@@ -387,7 +381,8 @@ def han_per_word(docs: Path, stems, where: str) -> float:
     return han / words
 
 
-def replace_markers(markdown: str, folder: Path, lang: str, where: str) -> str:
+def replace_markers(markdown: str, folder: Path, lang: str, where: str,
+                    labels: dict[str, str] | None = None) -> str:
     def replace(match):
         command, what = match.groups()
         if command == "time":
@@ -396,13 +391,13 @@ def replace_markers(markdown: str, folder: Path, lang: str, where: str) -> str:
             return duration(sum(page_minutes(source(folder, stem, where))
                                 for stem in pages_of(what, where)), lang)
         if command == "plan":
-            return plan(folder, pages_of(what, where), lang)
+            return plan(folder, pages_of(what, where), lang, labels)
         if command == "path":
-            return path_list(folder, pages_of(what, where), lang)
+            return path_list(folder, pages_of(what, where), lang, labels)
         if command == "ratio":
             return f"{han_per_word(folder.parent, pages_of(what, where), where):.2f}"
         if command == "homework" and what is None:
-            return homework(folder, lang)
+            return homework(folder, lang, labels)
         raise PluginError(f"{where}: unknown marker {match.group(0)}")
 
     return MARKER.sub(replace, markdown)
@@ -423,9 +418,7 @@ def on_page_markdown(markdown, page, config, files):
     where = page.file.src_uri
     lang = page_language(page, config)
     path = Path(page.file.abs_src_path)
-    NAV_LABELS.clear()
-    NAV_LABELS.update(nav_labels(config, lang))
-    markdown = replace_markers(markdown, path.parent, lang, where)
+    markdown = replace_markers(markdown, path.parent, lang, where, nav_labels(config, lang))
     level = page_level(page.meta, where)
     if level is None:
         return markdown

@@ -354,10 +354,5 @@ def test_the_plan_names_chapters_by_their_navigation_labels():
     plugin = SimpleNamespace(config={"languages": []})
     assert reading.nav_labels({"nav": [{"标题": "x.md"}], "plugins": {"i18n": plugin}},
                               "en") == {"x": "标题"}
-    reading.NAV_LABELS.clear()
-    reading.NAV_LABELS.update(zh)
-    try:
-        plan = reading.plan(ROOT / "docs" / "zh", ("positions",), "zh")
-    finally:
-        reading.NAV_LABELS.clear()
+    plan = reading.plan(ROOT / "docs" / "zh", ("positions",), "zh", zh)
     assert "[词序与位置编码](positions.md)" in plan

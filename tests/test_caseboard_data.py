@@ -170,15 +170,24 @@ def test_each_sentence_fits_the_budget_and_the_index_names_every_file(files):
         assert set(index["words"]) == set(json.loads(files[f"lab-{lang}.json"])["words"])
 
 
-def test_the_words_of_both_languages_have_the_same_keys_and_shapes():
-    zh, en = cb.WORDS["zh"], cb.WORDS["en"]
+@pytest.mark.parametrize("table", ["WORDS", "REAL_WORDS", "LAB_WORDS"])
+def test_the_words_of_both_languages_have_the_same_keys_and_shapes(table):
+    zh, en = getattr(cb, table)["zh"], getattr(cb, table)["en"]
     assert zh.keys() == en.keys()
     for key in zh:
         assert type(zh[key]) is type(en[key]), key
         if isinstance(zh[key], list):
             assert len(zh[key]) == len(en[key]), key
-        else:  # the same placeholders
+        elif isinstance(zh[key], str):  # the same placeholders
             assert sorted(_fields(zh[key])) == sorted(_fields(en[key])), key
+
+
+def test_the_words_of_the_parts_do_not_shadow_each_other():
+    for lang in ("zh", "en"):
+        tables = [cb.WORDS[lang], cb.REAL_WORDS[lang], cb.LAB_WORDS[lang]]
+        keys = [key for table in tables for key in table]
+        assert len(keys) == len(set(keys)), lang
+        assert "stage_notes" not in keys and "terms" not in keys
 
 
 def _fields(text: str) -> list[str]:

@@ -141,6 +141,17 @@ WORDS = {
     },
 }
 
+#: Words of the real-heads part added for issue #29 (caseboard-real.js), by the same rules as
+#: `WORDS`; `_words` merges them in.
+REAL_WORDS: dict[str, dict] = {"zh": {}, "en": {}}
+
+#: Words of the lab and the forward pass added for issue #29 (caseboard-lab.js).
+LAB_WORDS: dict[str, dict] = {"zh": {}, "en": {}}
+
+#: What each of the forward pass's eight stages computes (caseboard-lab.js shows it under the
+#: stage's title): per language, one entry per stage of ``WORDS[lang]["stages"]``.
+STAGE_NOTES: dict[str, list] = {"zh": [], "en": []}
+
 #: The glossary terms the scripts show (`mha.site.terms`), by the key the scripts use.
 _TERMS = ("query", "key", "value", "head", "number_of_heads", "mask", "concatenation")
 
@@ -296,7 +307,9 @@ def lab_data(lang: str) -> dict:
 def _words(lang: str) -> dict:
     if lang not in LANGUAGES:
         raise ValueError(f"lang must be one of {LANGUAGES}, got {lang!r}")
-    return {**WORDS[lang], "terms": {key: term(key, lang) for key in _TERMS}}
+    return {**WORDS[lang], **REAL_WORDS[lang], **LAB_WORDS[lang],
+            "stage_notes": STAGE_NOTES[lang],
+            "terms": {key: term(key, lang) for key in _TERMS}}
 
 
 # --- The files ---------------------------------------------------------------------------------

@@ -196,7 +196,8 @@ SHARDS = ("site", "rest")
 #: Tests on the built site that the rest half runs, after all its other tests, on the site the
 #: site half built (when dev.py shares it): the case board's browser tests, so that the two
 #: halves take about as long as each other.
-ON_SHARED_SITE = ("tests/test_caseboard_lab.py", "tests/test_caseboard_real.py")
+ON_SHARED_SITE = ("tests/test_caseboard_lab.py", "tests/test_caseboard_real.py",
+                  "tests/test_caseboard_tasks.py")
 
 
 def keep_shard(config, items) -> None:

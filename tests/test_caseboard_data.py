@@ -194,3 +194,50 @@ def _fields(text: str) -> list[str]:
     import string
 
     return [name for _, name, _, _ in string.Formatter().parse(text) if name]
+
+
+# --- The real heads' patterns (issue #29: the labels under the board's maps) ---------------------
+
+def test_each_heads_label_is_head_roles_rule_on_the_weights_the_page_has(files):
+    """``roles`` of each built sentence file: the role `mha.site.head_roles.role_scores` finds on
+    the file's own (dequantised) weights, by `THRESHOLDS`: a share role reached (the largest
+    share of those), else ``broad`` reached, else None."""
+    from mha.site.head_roles import ROLES, THRESHOLDS, role_scores
+
+    seen = set()
+    for sentence in cb.SENTENCES:
+        for key in sentence.models:
+            data = json.loads(files[f"real/{key}-{sentence.id}.json"])
+            layers, heads, n = data["layers"], data["heads"], data["n"]
+            raw = np.frombuffer(base64.b64decode(data["weights"]), np.uint8)
+            w = cb.dequantise(raw.reshape(layers, heads, n, n))
+            scores = role_scores(w / w.sum(axis=-1, keepdims=True), data["tokens"])
+            roles = np.array(data["roles"], dtype=object)
+            assert roles.shape == (layers, heads)
+            for layer in range(layers):
+                for head in range(heads):
+                    label = roles[layer, head]
+                    seen.add(label)
+                    reached = {r for r in ROLES if scores[r][layer, head] >= THRESHOLDS[r]}
+                    shares = reached - {"broad"}
+                    if shares:
+                        assert label == max(shares, key=lambda r: scores[r][layer, head])
+                    else:
+                        assert label == ("broad" if "broad" in reached else None)
+    # Layer 1 head 3 reads the previous token on the case (both languages, e5), and the board's
+    # words name every label the data holds, in both languages.
+    for lang in ("zh", "en"):
+        case = json.loads(files[f"real/e5-{lang}-case.json"])
+        assert case["roles"][0][2] == "previous"
+        words = json.loads(files[f"real-{lang}.json"])["words"]["roles"]
+        assert {"none" if r is None else r for r in seen} <= set(words)
+        assert set(words) == {*ROLES, "none"}
+
+
+def test_the_role_words_have_a_long_and_a_short_form_with_the_same_placeholders():
+    zh, en = cb.REAL_WORDS["zh"]["roles"], cb.REAL_WORDS["en"]["roles"]
+    assert zh.keys() == en.keys()
+    for key in zh:
+        assert len(zh[key]) == len(en[key]) == 2
+        for a, b in zip(zh[key], en[key]):
+            assert sorted(_fields(a)) == sorted(_fields(b)), key

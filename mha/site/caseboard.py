@@ -9,7 +9,8 @@ writes them into ``docs/assets/caseboard/``):
    multilingual-e5-small (4-bit, `mha.models.e5`) and all-MiniLM-L6-v2 (`mha.models.minilm`)
    on `SENTENCES`, six Chinese and six English. Each sentence's weights are one file, loaded
    on demand, quantised to one byte each (`quantise`). The build copies these files from the
-   kept run (``mha/site/data/caseboard/``, `mha.site.model_runs`), so it needs no model.
+   kept run (``mha/site/data/caseboard/``, `mha.site.model_runs`), so it needs no model, and
+   adds each head's pattern on the sentence (`real_roles`, the board's labels).
 2. **The lab** and 3. **the forward pass, live** (``lab-<lang>.json``): the case's eight tokens
    with their embeddings and the weights of the walkthrough's two layers
    (`mha.site.experiments.walkthrough`), in full float64. The browser recomputes every stage
@@ -42,8 +43,10 @@ from .terms import LANGUAGES, term
 
 __all__ = ["Sentence", "SENTENCES", "MODELS", "BUDGET", "LAB_HEADS", "LAB_D_MODEL", "LAB_LAYERS",
            "LAB_SEED", "TEMPERATURES", "MASKS", "quantise", "dequantise", "real_heads",
-           "lab_scale", "lab_layers", "lab_mask", "lab_trace", "lab_data", "real_index",
-           "lab_files", "real_files", "fresh_real_files", "files", "WORDS"]
+           "lab_scale", "lab_layers", "lab_mask", "lab_trace", "lab_scales", "lab_data",
+           "real_index",
+           "lab_files", "real_files", "fresh_real_files", "files", "WORDS",
+           "REAL_WORDS", "real_roles"]
 
 
 @dataclass(frozen=True)
@@ -143,14 +146,193 @@ WORDS = {
 
 #: Words of the real-heads part added for issue #29 (caseboard-real.js), by the same rules as
 #: `WORDS`; `_words` merges them in.
-REAL_WORDS: dict[str, dict] = {"zh": {}, "en": {}}
+REAL_WORDS: dict[str, dict] = {
+    "zh": {
+        "all_layers": "全部层", "overlay": "叠加注意力头", "show_all": "显示全部",
+        "real_hint": "把指针移到左边的词元（查询）上、轻点它，或用 Tab 键和方向键选中它，"
+        "看它在看谁；右边的词元（键）则告诉你谁在看它。再点一次、按“显示全部”或 Esc 键，"
+        "就回到全部连线。",
+        "overlay_hint": "最多同时叠加 {count} 个注意力头，每个一种颜色。",
+        "read_by": "谁在看 {token}：", "word_start": "词首",
+        "legend": "权重", "legend_note": "颜色越浓，权重越大。浓度取权重的平方根，"
+        "所以 0.25 已经画到一半浓。",
+        "head_name": "L{layer}-H{head}", "head_role": "{name}：{role}",
+        "table": "用表格显示",
+        "table_caption": "{name} 的注意力权重：每行是一个查询，每列是一个键",
+        "grid": "每一层的每个注意力头",
+        "clamped": "{model} 只有 {layers} 层，现在显示第 {layer} 层。",
+        "now_one": "单个注意力头 {name}", "now_all": "第 {layer} 层的全部注意力头",
+        "now_all_layers": "全部层，共 {count} 个注意力头",
+        "most_read": "平均被看得最多的键是 {token}（{value}）",
+        "top_key": "{token} 看得最多的是 {key}（{value}）",
+        "top_query": "看 {token} 最多的是 {query}（{value}）",
+        "overlaid": "叠加了 {names}", "not_overlaid": "不再叠加",
+        "roles": {
+            "previous": ["前一个词元", "前一词"], "next": ["后一个词元", "后一词"],
+            "self": ["自己", "自身"], "cls": ["{token}", "{token}"],
+            "sep": ["{token}", "{token}"],
+            "punctuation": ["标点", "标点"], "broad": ["分散", "分散"],
+            "none": ["无单一模式", "混合"],
+        },
+    },
+    "en": {
+        "all_layers": "All layers", "overlay": "Overlay heads", "show_all": "Show all",
+        "real_hint": "Point at a token on the left (a query), tap it, or reach it with Tab and "
+        "the arrow keys to see where it looks; a token on the right (a key) shows who reads it. "
+        "Tap it again, press Show all or Esc to see every line again.",
+        "overlay_hint": "Up to {count} heads at once, each in its own colour.",
+        "read_by": "Who reads {token}:", "word_start": "word start",
+        "legend": "Weight", "legend_note": "The stronger the colour, the larger the weight. "
+        "Strength is the square root of the weight, so 0.25 is already drawn at half strength.",
+        "head_name": "L{layer}-H{head}", "head_role": "{name}: {role}",
+        "table": "Show as a table",
+        "table_caption": "{name}'s attention weights: one row per query, one column per key",
+        "grid": "Every head of every layer",
+        "clamped": "{model} has {layers} layers: showing layer {layer}.",
+        "now_one": "One head, {name}", "now_all": "All heads of layer {layer}",
+        "now_all_layers": "All layers, {count} heads",
+        "most_read": "the key read most on average is {token} ({value})",
+        "top_key": "{token} looks most at {key} ({value})",
+        "top_query": "{token} is read most by {query} ({value})",
+        "overlaid": "overlaid: {names}", "not_overlaid": "no heads overlaid",
+        "roles": {
+            "previous": ["previous token", "prev"], "next": ["next token", "next"],
+            "self": ["itself", "self"], "cls": ["{token}", "{token}"],
+            "sep": ["{token}", "{token}"], "punctuation": ["punctuation", "punct"],
+            "broad": ["spread", "spread"], "none": ["mixed", "mixed"],
+        },
+    },
+}
 
 #: Words of the lab and the forward pass added for issue #29 (caseboard-lab.js).
-LAB_WORDS: dict[str, dict] = {"zh": {}, "en": {}}
+LAB_WORDS: dict[str, dict] = {
+    "zh": {
+        "lab_look_back": "往前看的词元数", "lab_pad_token": "（填充）",
+        "lab_scale_dk": "d_k = {dk} · 缩放 = 1 / (τ·√d_k) = {value}",
+        "lab_compare": "和默认设置比",
+        "lab_compare_caption": "输出减去默认设置（τ = 1，不加掩码）下的输出",
+        "lab_stage_step": "第 {index} / {count} 步：{name}",
+        "lab_repeated": "“{token}”出现了 {count} 次，它的几行在每一步都一模一样：X 里没有位置信息，"
+        "同一个词元就得到同一行。",
+        "lab_legend": "颜色怎么读", "lab_legend_weight": "权重",
+        "lab_legend_weight_note": "颜色的浓度是权重的平方根，所以 0.25 已经画到一半浓。",
+        "lab_legend_signed": "数值（X、Q、K、V、输出）",
+        "lab_legend_scores": "注意力分数",
+        "lab_legend_sign": "紫色为正，橄榄绿为负。",
+        "lab_legend_clip": "每把色标在所有设置下都一样，超出两端的数值按端点的颜色画。",
+        "lab_legend_pad": "（填充）：照常计算，随后丢弃",
+        "lab_said_summary": "每行最大的权重平均是 {mean}（平均分配时是 {even}）。",
+        "lab_said_hidden": "{count} 个格子被掩码遮住。",
+        "lab_said_row": "{head}：{row} 看得最多的是 {key}（{value}）。",
+    },
+    "en": {
+        "lab_look_back": "tokens looked back", "lab_pad_token": "[PAD]",
+        "lab_scale_dk": "d_k = {dk} · scale = 1 / (τ·√d_k) = {value}",
+        "lab_compare": "Compare with the default",
+        "lab_compare_caption": "Output minus the output at the default (τ = 1, no mask)",
+        "lab_stage_step": "Step {index} of {count}: {name}",
+        "lab_repeated": "“{token}” appears {count} times, and its rows are the same at every "
+        "stage: X carries no position, so the same token always gets the same row.",
+        "lab_legend": "Reading the colours", "lab_legend_weight": "Weights",
+        "lab_legend_weight_note": "Colour strength is the square root of the weight, so 0.25 "
+        "is already drawn at half strength.",
+        "lab_legend_signed": "Values (X, Q, K, V, outputs)",
+        "lab_legend_scores": "Attention scores",
+        "lab_legend_sign": "Purple is positive, olive negative.",
+        "lab_legend_clip": "Each scale stays the same whatever the setting; values beyond "
+        "its ends are drawn as its ends.",
+        "lab_legend_pad": "[PAD]: computed, then ignored",
+        "lab_said_summary": "The largest weight of a row is {mean} on average (an even spread "
+        "gives {even}).",
+        "lab_said_hidden": "{count} cells are hidden by the mask.",
+        "lab_said_row": "{head}: {row} looks most at {key} ({value}).",
+    },
+}
 
 #: What each of the forward pass's eight stages computes (caseboard-lab.js shows it under the
 #: stage's title): per language, one entry per stage of ``WORDS[lang]["stages"]``.
-STAGE_NOTES: dict[str, list] = {"zh": [], "en": []}
+#: Each note is {"text", "href", "link"}: ``text`` says what the stage computes, its formula
+#: and shapes and what changed since the stage before, with the placeholders {n} (tokens),
+#: {d} (d_model), {h} (heads) and {dk} (d_model / h) that the script fills in; ``href`` is the
+#: chapter that teaches it, relative to the language's root (page and anchor exist in both
+#: languages), ``link`` the link's words. Plain Unicode, no TeX: the script shows it as text.
+STAGE_NOTES: dict[str, list] = {
+    "zh": [
+        {"text": "卷宗进入这一层时的样子：X 是 {n}×{d} 的矩阵，每个词元一行，是它的 {d} 个嵌入数。"
+                 "这里没有加位置信息，哪个词元排在第几，X 里看不出来；后面每一站都从这几行算起。",
+         "href": "walkthrough/#the-setup", "link": "实验设定"},
+        {"text": "三个 {d}×{d} 的矩阵分别去乘 X：Q = X·W_Q，K = X·W_K，V = X·W_V，"
+                 "各是 {n}×{d}。再按列切开，每 {dk} 列一块，一个头一块（h = {h}），"
+                 "每个头各得一份 {n}×{dk} 的 Q_j、K_j、V_j。和上一站比，每个词元从一行变成了三份："
+                 "拿去提问的查询、供人比对的键、等着被取走的值。",
+         "href": "projections/#three-projections", "link": "一份输入，三次投影"},
+        {"text": "每个头拿每个查询和每个键做点积：S_j = Q_j·K_jᵀ / (τ·√{dk})，"
+                 "每个头一张 {n}×{n} 的分数图，第 i 行是正在读的词元，第 j 列是被看的词元。"
+                 "分数可正可负，加起来也不等于什么；被掩码遮住的格子记作 −∞。",
+         "href": "scores/#why-scale", "link": "为什么要除以 √d_k"},
+        {"text": "softmax 把每一行分数变成权重：A_j = softmax(S_j)，每个头仍是 {n}×{n}，"
+                 "每个数都不小于 0，每行加起来正好是 1，被遮住的格子正好是 0。"
+                 "大小顺序不变：一行里分数最高的键，权重也最高。",
+         "href": "scores/#softmax", "link": "softmax：把分数变成权重"},
+        {"text": "每个头用自己的权重给值取加权平均：H_j = A_j·V_j，{n}×{dk}，"
+                 "第 i 行就是这个头对第 i 个词元的报告。各行开始变得相像，"
+                 "因为它们都是同样 {n} 行值的平均。",
+         "href": "multihead/#split-attend-concat", "link": "拆分、各自计算、拼接"},
+        {"text": "把 {h} 个头的报告并排摆好：拼接 = [H_1 … H_h]，又回到 {n}×{d}"
+                 "（{h}×{dk} = {d} 列）。这一步什么也没有混合：每 {dk} 列仍只属于一个头，"
+                 "数值和上一站一模一样，颜色也一样。",
+         "href": "multihead/#split-attend-concat", "link": "拆分、各自计算、拼接"},
+        {"text": "输出 = 拼接·W_O，W_O 是 {d}×{d}：结果是 {n}×{d}，和 X 同形，"
+                 "而每一列都用上了所有的头。这等于把每个头的贡献 H_j·W_O,j"
+                 "（W_O 里属于第 j 个头的 {dk} 行）加起来。",
+         "href": "multihead/#concat-equals-sum", "link": "拼接再投影，就是把报告相加"},
+        {"text": "第 2 层用自己的一组权重把上面几步再走一遍，读的不是 X，而是第 1 层的输出；"
+                 "这里是它每个头的权重（{n}×{n}）和它的输出（{n}×{d}）。输出的各行几乎一样："
+                 "每一层都在对各行取平均，而这块板上只有注意力，没有残差连接把每个词元自己那一行"
+                 "带下去，也没有层归一化和前馈网络。",
+         "href": "walkthrough/#step-by-step", "link": "逐层对比"},
+    ],
+    "en": [
+        {"text": "The case file as the layer receives it: X is {n}×{d}, one row per token, its "
+                 "{d} embedding numbers. Nothing in X says where a token stands; every stage "
+                 "after this one is computed from these rows.",
+         "href": "walkthrough/#the-setup", "link": "What goes in"},
+        {"text": "Three {d}×{d} matrices each multiply X: Q = X·W_Q, K = X·W_K, V = X·W_V, each "
+                 "{n}×{d}. Their columns are cut into blocks of {dk}, one per head (h = {h}), "
+                 "so every head has its own {n}×{dk} Q_j, K_j and V_j. New since X: each token "
+                 "now has a question to ask, a label to be matched and a content to hand over.",
+         "href": "projections/#three-projections", "link": "One input, three projections"},
+        {"text": "Each head holds every query against every key: S_j = Q_j·K_jᵀ / (τ·√{dk}), "
+                 "one {n}×{n} map per head, the token reading in row i, the token read in "
+                 "column j. Scores can have either sign and add up to nothing in particular; "
+                 "a cell hidden by the mask becomes −∞.",
+         "href": "scores/#why-scale", "link": "Why the scores are scaled"},
+        {"text": "Softmax turns each row of scores into weights: A_j = softmax(S_j), still "
+                 "{n}×{n} per head, none negative, each row summing to exactly 1, and a hidden "
+                 "cell exactly 0. The order survives: a row's highest score is its largest "
+                 "weight.",
+         "href": "scores/#softmax", "link": "Softmax: from scores to weights"},
+        {"text": "Each head averages the values with its weights: H_j = A_j·V_j, {n}×{dk}; row i "
+                 "is that head's report on token i. The rows start to look alike, because every "
+                 "one is an average of the same {n} value rows.",
+         "href": "multihead/#split-attend-concat", "link": "Split, attend, concatenate"},
+        {"text": "The {h} reports are laid side by side: concatenation = [H_1 … H_h], {n}×{d} "
+                 "again ({h}×{dk} = {d} columns). Nothing is mixed yet: each block of {dk} "
+                 "columns is one head's alone, with the same numbers, and colours, as the stage "
+                 "before.",
+         "href": "multihead/#split-attend-concat", "link": "Split, attend, concatenate"},
+        {"text": "Output = concatenation·W_O, with W_O {d}×{d}: {n}×{d}, the shape of X, and "
+                 "every column now draws on all the heads. It is the sum of each head's "
+                 "contribution H_j·W_O,j, where W_O,j is that head's {dk} rows of W_O.",
+         "href": "multihead/#concat-equals-sum", "link": "Concatenating and projecting"},
+        {"text": "Layer 2 repeats all of the above with weights of its own, reading layer 1's "
+                 "output instead of X: here are its weights ({n}×{n} per head) and its output "
+                 "({n}×{d}). The output's rows are nearly all alike: every layer averages rows, "
+                 "and this board has attention alone, with no residual connection to carry each "
+                 "token's own row forward, no LayerNorm and no feed-forward network.",
+         "href": "walkthrough/#step-by-step", "link": "Layer by layer"},
+    ],
+}
 
 #: The glossary terms the scripts show (`mha.site.terms`), by the key the scripts use.
 _TERMS = ("query", "key", "value", "head", "number_of_heads", "mask", "concatenation")
@@ -213,6 +395,55 @@ def real_heads(sentence: Sentence, model: str) -> dict:
     return {"model": model, "sentence": sentence.id, "text": sentence.text,
             "tokens": list(out.tokens), "layers": layers, "heads": heads, "n": n,
             "weights": base64.b64encode(quantise(out.attentions).tobytes()).decode("ascii")}
+
+
+def real_roles(tokens: list[str], weights: np.ndarray) -> list[list[str | None]]:
+    """Each head's pattern on one sentence, the label the board writes under its map.
+
+    The rule is `mha.site.head_roles`' (`role_scores` and `THRESHOLDS`), on this one sentence:
+    of the roles that reach their threshold, the share roles (``previous``, ``next``, ``self``,
+    ``cls``, ``sep``, ``punctuation``) first, the one with the largest share; else ``broad`` if
+    it reaches its threshold; else None (no single pattern).
+
+    Parameters
+    ----------
+    tokens : list of str, length ``n``
+    weights : ndarray of shape ``(layers, heads, n, n)``
+        The weights as the page has them (`dequantise`d bytes); each row is divided by its sum
+        first (rounding leaves it within ``n / 510`` of 1, and `role_scores` wants 1).
+
+    Returns
+    -------
+    list (layers) of lists (heads) of a key of `mha.site.head_roles.ROLES`, or None
+    """
+    from .head_roles import ROLES, THRESHOLDS, role_scores
+
+    w = np.asarray(weights, dtype=np.float64)
+    scores = role_scores(w / w.sum(axis=-1, keepdims=True), tokens)  # role -> (layers, heads)
+    shares = [role for role in ROLES if role != "broad"]
+    layers, heads = scores["broad"].shape
+    out: list[list[str | None]] = []
+    for layer in range(layers):
+        row: list[str | None] = []
+        for head in range(heads):
+            played = [r for r in shares if scores[r][layer, head] >= THRESHOLDS[r]]
+            if played:
+                row.append(max(played, key=lambda r: scores[r][layer, head]))
+            elif scores["broad"][layer, head] >= THRESHOLDS["broad"]:
+                row.append("broad")
+            else:
+                row.append(None)
+        out.append(row)
+    return out
+
+
+def _with_roles(data: bytes) -> bytes:
+    """A kept sentence file with its heads' `real_roles` added (``roles``)."""
+    file = json.loads(data)
+    n = file["n"]
+    raw = np.frombuffer(base64.b64decode(file["weights"]), dtype=np.uint8)
+    weights = dequantise(raw.reshape(file["layers"], file["heads"], n, n))
+    return _json({**file, "roles": real_roles(file["tokens"], weights)})
 
 
 def real_index(lang: str) -> dict:
@@ -283,6 +514,29 @@ def lab_trace(lang: str, h: int = 4, mask: str = "none", value: int | None = Non
                        mask=lab_mask(mask, len(order), value), scale=lab_scale(h, temperature))
 
 
+def lab_scales(lang: str) -> dict:
+    """The lab's fixed colour scales in ``lang`` (``lab-<lang>.json``'s ``scales``): one per
+    quantity, the same for every stage and every setting of the controls, so that a change of
+    a knob shows as a change of colour.
+
+    - ``weight``: weights on ``[0, 1]`` (drawn at opacity ``sqrt(w)``), ticks at 0, 0.25, 1;
+    - ``signed``: X, Q/K/V, head outputs, concatenation and outputs, on ``[-S, S]`` with ``S``
+      the largest ``|value|`` of layer 1's X, Q, K and V (which no control changes), rounded up
+      to a tenth; what lies beyond is drawn as ``±S``;
+    - ``scores``: the scores on ``[-S, S]`` with ``S`` the largest ``|score|`` of layer 1 at
+      ``τ = 1`` without a mask, over every number of heads, rounded up to a tenth.
+    """
+    def up(value: float) -> float:
+        return math.ceil(round(value * 10, 9)) / 10
+
+    first = lab_trace(lang)[0]
+    signed = max(float(np.abs(first[name]).max()) for name in ("x", "q", "k", "v"))
+    scores = max(float(np.abs(lab_trace(lang, h)[0]["scores"]).max()) for h in LAB_HEADS)
+    return {"weight": {"range": [0.0, 1.0], "ticks": [0.0, 0.25, 1.0]},
+            "signed": {"range": [-up(signed), up(signed)]},
+            "scores": {"range": [-up(scores), up(scores)]}}
+
+
 def lab_data(lang: str) -> dict:
     """The lab's inputs in ``lang`` (``lab-<lang>.json``): tokens, embeddings ``x`` (n, d_model),
     each layer's ``W_Q``, ``W_K``, ``W_V`` (d_model, d_model: head ``j`` is columns
@@ -300,6 +554,7 @@ def lab_data(lang: str) -> dict:
         "temperatures": list(TEMPERATURES),
         "masks": {kind: (None if span is None else list(span)) for kind, span in MASKS.items()},
         "cast": [{"name": getattr(d, lang), "color": d.color} for d in CAST],
+        "scales": lab_scales(lang),
         "words": _words(lang),
     }
 
@@ -335,7 +590,7 @@ def fresh_real_files(models=tuple(MODELS)) -> dict[str, bytes]:
 def real_files() -> dict[str, bytes]:
     """The real-heads part's files: the index in each language (``real-<lang>.json``) and each
     sentence's file, read from the kept run (`mha.site.model_runs.KEPT_CASEBOARD`; no model is
-    loaded).
+    loaded), with each head's pattern added (``roles``: `real_roles`).
 
     Raises
     ------
@@ -354,7 +609,7 @@ def real_files() -> dict[str, bytes]:
                 raise StaleRunError(f"the case board's kept file {name} is missing or holds "
                                     f"another sentence: remake it where the model is "
                                     f"installed: {COMMAND} --model {model}")
-            out[name] = data
+            out[name] = _with_roles(data)
     return out
 
 

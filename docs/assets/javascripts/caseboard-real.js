@@ -1,14 +1,22 @@
 /*
  * The case board's real heads (docs/<lang>/caseboard.md, #caseboard-real): every attention head
  * of two real models on a few sentences, computed by `mha` at build time
- * (mha/site/caseboard.py: real_index, real_heads) into assets/caseboard/.
+ * (mha/site/caseboard.py: real_index, real_heads, real_roles) into assets/caseboard/.
  *
- * Two views of one layer of one model on one sentence:
+ * Three views of one model on one sentence (the view select):
  * - one head, drawn as in bertviz's head view: the tokens twice, queries (the tokens reading) on
- *   the left and keys (the tokens read) on the right, a line from query q to key k whose opacity
- *   is weight[q][k]. Pointing at, tapping or focusing a query shows its lines only, and a polite
- *   live region says which keys it reads most;
- * - all heads of the layer (the model view): one small heatmap per head, a button that opens it.
+ *   the left and keys (the tokens read) on the right, a line from query q to key k whose colour
+ *   strength (opacity) is sqrt(weight[q][k]), as the lab draws weights. Pointing at, tapping or
+ *   focusing a query shows its lines only (and bars under the keys); a key, who reads it (bars
+ *   under the queries). A tap on the pinned token, "Show all" or Escape shows every line again.
+ *   Up to OVERLAY - 1 other heads of the layer can be overlaid, each in its own colour; the
+ *   head can also be read as a table;
+ * - all heads of the layer: one small map per head, a button that opens it;
+ * - all layers: every layer x head as a grid of small maps, one Tab stop (arrow keys inside).
+ * Under each map, the head's pattern on this sentence (the data's `roles`, computed at build
+ * time by mha.site.head_roles' rule). A legend gives the colour's numbers (0, 0.25, 1 on a
+ * sqrt scale). Every change is said in a polite live region, with the new strongest key (or
+ * query, for a key).
  *
  * Progressive enhancement: the container's static figure (.caseboard__fallback) stays until the
  * index and the first sentence have loaded; then the board is added and the container gets
@@ -32,17 +40,22 @@
   var DEFAULTS = {sentence: LANG + "-case", model: "e5", layer: 0, head: 2};
   // What to say when data does not arrive: the page's own words (the data carries the others).
   var LOAD_FAILED = root && root.getAttribute("data-load-failed");
-  var TOP = 3;  // keys named in the live region
+  var TOP = 3;       // keys (or queries) named in the readout
+  var OVERLAY = 3;   // heads drawn at once in the one-head view, the chosen one included
+  var MARK = "\u2581";  // SentencePiece's word-start mark
+  var VIEWS = ["one", "all", "layers"];
 
   var index = null;       // real-<lang>.json
   var words = null;       // index.words
   var files = {};         // path -> Promise of a decoded sentence file
   var data = null;        // the decoded file shown
   var state = {sentence: null, model: null, layer: 0, head: 0, view: "one"};
-  var hover = null;       // the query under the mouse, or null
-  var pinned = null;      // the query last focused, clicked or tapped, or null
+  var overlay = [];       // other heads of the layer drawn with the chosen one (indices)
+  var hover = null;       // the token under the mouse, {side: "q" | "k", i}, or null
+  var pinned = null;      // the token last focused, clicked or tapped, or null
+  var downPinned = false; // whether the token pressed was the pinned one (a second tap unpins)
   var pending = 0;        // id of the latest load, so a slow older one cannot win
-  var drawn = "";         // what the thumbnails show (sentence|model|layer|colours)
+  var drawn = {};         // what each set of maps shows (sentence|model|layer|colours)
   var ui = {};
 
   // --- Data -------------------------------------------------------------------------------------
@@ -63,7 +76,8 @@
       throw new Error("weights of " + file.sentence + ": " + bytes.length + " bytes, expected " +
                       file.layers + " x " + file.heads + " x " + file.n + " x " + file.n);
     }
-    return {tokens: file.tokens, layers: file.layers, heads: file.heads, n: file.n, bytes: bytes};
+    return {tokens: file.tokens, layers: file.layers, heads: file.heads, n: file.n, bytes: bytes,
+            roles: file.roles || []};
   }
 
   function load(path) {
@@ -78,10 +92,11 @@
     return index.sentences.find(function (s) { return s.id === id; });
   }
 
-  /* weight[q][k] of the head shown, from its byte. */
-  function weight(q, k) {
+  /* weight[q][k] of head `head` (default: the chosen one) of the layer shown. */
+  function weight(q, k, head) {
     var n = data.n;
-    return data.bytes[((state.layer * data.heads + state.head) * n + q) * n + k] / 255;
+    var j = head === undefined ? state.head : head;
+    return data.bytes[((state.layer * data.heads + j) * n + q) * n + k] / 255;
   }
 
   function format(template, values) {
@@ -94,6 +109,29 @@
     return text.charAt(0).toUpperCase() + text.slice(1);
   }
 
+  /* A token as a screen reader should say it: the word-start mark named, not "lower one eighth
+     block". */
+  function spoken(token) {
+    return token.split(MARK).join(" " + words.word_start + " ").replace(/\s+/g, " ").trim();
+  }
+
+  /* "L1-H3" */
+  function headName(layer, head) {
+    return format(words.head_name, {layer: layer + 1, head: head + 1});
+  }
+
+  /* A head's pattern on this sentence in words: [long, short]. */
+  function role(layer, head) {
+    var key = (data.roles[layer] || [])[head] || "none";
+    var pair = words.roles[key] || words.roles.none;
+    var token = key === "sep" ? data.tokens[data.n - 1] : data.tokens[0];
+    return pair.map(function (text) { return format(text, {token: token}); });
+  }
+
+  function headRole(layer, head) {
+    return format(words.head_role, {name: headName(layer, head), role: role(layer, head)[0]});
+  }
+
   // --- Building the board -----------------------------------------------------------------------
 
   function el(tag, className, text) {
@@ -104,7 +142,7 @@
   }
 
   function field(id, label, control) {
-    var box = el("div", "caseboard-real__field");
+    var box = el("div", "caseboard-real__field caseboard-real__field--" + id);
     var tag = el("label", null, label);
     tag.htmlFor = control.id = "caseboard-real-" + id;
     box.append(tag, control);
@@ -116,6 +154,22 @@
     if (select.options.length === count) return;
     select.textContent = "";
     for (var i = 1; i <= count; i++) select.add(new Option(String(i)));
+  }
+
+  /* A token's text into `node`: the word-start mark muted and hidden from screen readers, which
+     hear its name instead (`speak`: in text, as a visually hidden word; else the caller names
+     the node with `spoken`). */
+  function tokenInto(node, token, speak) {
+    node.textContent = "";
+    token.split(MARK).forEach(function (part, i) {
+      if (i > 0) {
+        var mark = el("span", "caseboard-real__mark", MARK);
+        mark.setAttribute("aria-hidden", "true");
+        node.append(mark);
+        if (speak) node.append(el("span", "caseboard-real__sr", words.word_start + " "));
+      }
+      if (part) node.append(part);
+    });
   }
 
   function build() {
@@ -135,33 +189,40 @@
     ui.model = el("select");
     ui.layer = el("select");
     ui.head = el("select");
+    ui.view = el("select");
+    [words.one_head, words.all_heads, words.all_layers].forEach(function (text, i) {
+      ui.view.add(new Option(text, VIEWS[i]));
+    });
     var sentenceField = field("sentence", words.sentence, ui.sentence);
     sentenceField.classList.add("caseboard-real__field--wide");
-
-    var view = el("div", "caseboard-real__field");
-    var viewLabel = el("span", "caseboard-real__label", words.view);
-    viewLabel.id = "caseboard-real-view";
-    var switcher = el("div", "caseboard-real__switch");
-    switcher.setAttribute("role", "group");
-    switcher.setAttribute("aria-labelledby", viewLabel.id);
-    ui.one = el("button", null, words.one_head);
-    ui.all = el("button", null, words.all_heads);
-    [ui.one, ui.all].forEach(function (button) {
-      button.type = "button";
-      switcher.append(button);
-    });
-    view.append(viewLabel, switcher);
-
     bar.append(sentenceField, field("model", words.model, ui.model),
                field("layer", words.layer, ui.layer),
-               field("head", capital(words.terms.head), ui.head), view);
+               field("head", capital(words.terms.head), ui.head),
+               field("view", words.view, ui.view));
+
+    ui.legend = buildLegend();
+    ui.live = el("div", "caseboard-real__sr");
+    ui.live.setAttribute("aria-live", "polite");
 
     // One head: queries | lines | keys, one row per token.
     ui.onePanel = el("div", "caseboard-real__one");
     ui.caption = el("p", "caseboard-real__caption");
-    ui.hint = el("p", "caseboard-real__hint", words.token_hint);
+    ui.hint = el("p", "caseboard-real__hint", words.real_hint);
+    ui.overlayBox = el("fieldset", "caseboard-real__overlay");
+    var overlayLegend = el("legend", null, words.overlay);
+    ui.overlayHint = el("span", "caseboard-real__note",
+                        format(words.overlay_hint, {count: OVERLAY}));
+    ui.overlayBox.append(overlayLegend, ui.overlayHint);
+    ui.checks = [];
+    ui.key = el("ul", "caseboard-real__key");  // the colours of the heads drawn
+    var tools = el("div", "caseboard-real__tools");
+    ui.showAll = el("button", "caseboard-real__button", words.show_all);
+    ui.showAll.type = "button";
+    ui.tableButton = el("button", "caseboard-real__button", words.table);
+    ui.tableButton.type = "button";
+    ui.tableButton.setAttribute("aria-expanded", "false");
     ui.readout = el("p", "caseboard-real__readout");
-    ui.readout.setAttribute("aria-live", "polite");
+    tools.append(ui.showAll, ui.tableButton);
     ui.diagram = el("div", "caseboard-real__diagram");
     [words.terms.query, "", words.terms.key].forEach(function (text) {
       var heading = el("span", "caseboard-real__heading", capital(text));
@@ -169,8 +230,11 @@
       ui.diagram.append(heading);
     });
     ui.queries = el("div", "caseboard-real__queries");
+    ui.queries.setAttribute("role", "group");
+    ui.queries.setAttribute("aria-label", capital(words.terms.query));
     ui.keys = el("div", "caseboard-real__keys");
-    ui.keys.setAttribute("aria-hidden", "true");
+    ui.keys.setAttribute("role", "group");
+    ui.keys.setAttribute("aria-label", capital(words.terms.key));
     var lineBox = el("div", "caseboard-real__linebox");
     ui.svg = document.createElementNS(SVG, "svg");
     ui.svg.setAttribute("class", "caseboard-real__lines");
@@ -179,120 +243,252 @@
     ui.svg.setAttribute("preserveAspectRatio", "none");
     lineBox.append(ui.svg);
     ui.diagram.append(ui.queries, lineBox, ui.keys);
-    ui.onePanel.append(ui.caption, ui.hint, ui.readout, ui.diagram);
-    ui.rows = [];   // per token: {query, key, bar, group, lines}
+    ui.tableBox = el("div", "caseboard-real__tablebox");
+    ui.tableBox.hidden = true;
+    ui.onePanel.append(ui.caption, ui.hint, ui.overlayBox, ui.key, tools, ui.readout,
+                       ui.diagram, ui.tableBox);
+    ui.rows = [];   // per token: {query, key, qbar, kbar}
+    ui.slots = [];  // per head drawn: {every, lines[q][k], chosen, ends[i]}
 
     // All heads of the layer: one thumbnail button per head.
     ui.allPanel = el("div", "caseboard-real__all");
     ui.allPanel.hidden = true;
     ui.thumbs = [];
 
-    board.append(bar, ui.onePanel, ui.allPanel);  // the status line joins them once shown
+    // All layers: one small map per head of every layer, one Tab stop.
+    ui.layersPanel = el("div", "caseboard-real__layers");
+    ui.layersPanel.hidden = true;
+    ui.grid = el("div", "caseboard-real__grid");
+    ui.grid.setAttribute("role", "group");
+    ui.grid.setAttribute("aria-label", words.grid);
+    ui.layersPanel.append(ui.grid);
+    ui.maps = [];     // [layer][head] buttons
+    ui.gridAt = {layer: 0, head: 0};
+
+    board.append(bar, ui.legend, ui.onePanel, ui.allPanel, ui.layersPanel, ui.live);
 
     ui.sentence.addEventListener("change", function () { choose(ui.sentence.value); });
-    ui.model.addEventListener("change", function () { show(state.sentence, ui.model.value); });
+    ui.model.addEventListener("change", function () {
+      show(state.sentence, ui.model.value).then(function (shown) {
+        if (shown) announce(index.models[state.model].name);
+      });
+    });
     ui.layer.addEventListener("change", function () {
       state.layer = Number(ui.layer.value) - 1;
+      status("");
       render();
+      announce("");
     });
-    ui.head.addEventListener("change", function () {
-      state.head = Number(ui.head.value) - 1;
-      render();
-    });
-    ui.one.addEventListener("click", function () { setView("one"); });
-    ui.all.addEventListener("click", function () { setView("all"); });
+    ui.head.addEventListener("change", function () { setHead(Number(ui.head.value) - 1); });
+    ui.view.addEventListener("change", function () { setView(ui.view.value); });
     ui.allPanel.addEventListener("click", function (event) {
       var thumb = event.target.closest(".caseboard-real__thumb");
       if (!thumb) return;
-      state.head = Number(thumb.dataset.head);
-      setView("one");
-      ui.head.focus();  // the thumbnail is hidden now: focus goes where the head is chosen
+      open(state.layer, Number(thumb.dataset.head));
+    });
+    ui.grid.addEventListener("click", function (event) {
+      var map = event.target.closest(".caseboard-real__map");
+      if (!map) return;
+      open(Number(map.dataset.layer), Number(map.dataset.head));
+    });
+    ui.grid.addEventListener("keydown", gridKey);
+    ui.grid.addEventListener("focusin", function (event) {
+      var map = event.target.closest(".caseboard-real__map");
+      if (map) rove({layer: Number(map.dataset.layer), head: Number(map.dataset.head)});
+    });
+    ui.overlayBox.addEventListener("change", function (event) {
+      var j = Number(event.target.value);
+      var at = overlay.indexOf(j);
+      if (event.target.checked && at < 0 && overlay.length < OVERLAY - 1) overlay.push(j);
+      if (!event.target.checked && at >= 0) overlay.splice(at, 1);
+      drawHead();
+      announce(overlay.length ? format(words.overlaid, {names: overlay.map(function (h) {
+        return headName(state.layer, h);
+      }).join(", ")}) : words.not_overlaid);
+    });
+    ui.showAll.addEventListener("click", function () {
+      if (!pinned) return;
+      pinned = hover = null;
+      highlight();
+      announce(words.show_all);
+    });
+    ui.tableButton.addEventListener("click", function () {
+      var open = ui.tableBox.hidden;
+      ui.tableBox.hidden = !open;
+      ui.tableButton.setAttribute("aria-expanded", String(open));
+      if (open) drawTable();
     });
 
-    ui.queries.addEventListener("pointerover", function (event) {
-      var button = event.target.closest("button");
-      if (event.pointerType !== "mouse" || !button) return;
-      hover = Number(button.dataset.q);
-      highlight();
+    [ui.queries, ui.keys].forEach(function (list) {
+      var side = list === ui.queries ? "q" : "k";
+      list.addEventListener("pointerover", function (event) {
+        var button = event.target.closest("button");
+        if (event.pointerType !== "mouse" || !button) return;
+        hover = {side: side, i: Number(button.dataset.i)};
+        highlight();
+      });
+      list.addEventListener("pointerdown", function (event) {
+        var button = event.target.closest("button");
+        downPinned = !!button && same(pinned, {side: side, i: Number(button.dataset.i)});
+      });
+      list.addEventListener("focusin", function (event) {
+        var to = {side: side, i: Number(event.target.dataset.i)};
+        if (same(pinned, to)) return;
+        pin(to);
+      });
+      list.addEventListener("click", function (event) {
+        var button = event.target.closest("button");
+        if (!button) return;
+        var to = {side: side, i: Number(button.dataset.i)};
+        // A second tap (or Enter) on the pinned token unpins it; the tap that focused it pins.
+        var again = event.detail === 0 ? same(pinned, to) : downPinned;
+        downPinned = false;
+        if (again) {
+          pinned = null;
+          if (event.pointerType !== "mouse") hover = null;
+          highlight();
+          announce(words.show_all);
+        } else if (!same(pinned, to)) {
+          pin(to);
+        }
+      });
+      list.addEventListener("keydown", function (event) {
+        var i = Number(event.target.dataset.i), n = data.n, to = null;
+        if (event.key === "ArrowDown") to = Math.min(i + 1, n - 1);
+        else if (event.key === "ArrowUp") to = Math.max(i - 1, 0);
+        else if (event.key === "Home") to = 0;
+        else if (event.key === "End") to = n - 1;
+        else if (event.key === "Escape") {
+          pinned = hover = null;
+          highlight();
+          announce(words.show_all);
+          return;
+        } else return;
+        event.preventDefault();  // arrows would scroll the page
+        (side === "q" ? ui.rows[to].query : ui.rows[to].key).focus();
+      });
     });
-    ui.queries.addEventListener("pointerleave", function (event) {
+    ui.diagram.addEventListener("pointerleave", function (event) {
       if (event.pointerType !== "mouse") return;
       hover = null;
       highlight();
     });
-    ui.queries.addEventListener("focusin", function (event) {
-      pinned = Number(event.target.dataset.q);
-      highlight();
-    });
-    ui.queries.addEventListener("click", function (event) {
-      var button = event.target.closest("button");
-      if (!button) return;
-      pinned = Number(button.dataset.q);
-      highlight();
-    });
-    ui.queries.addEventListener("keydown", function (event) {
-      var q = Number(event.target.dataset.q), n = data.n, to = null;
-      if (event.key === "ArrowDown") to = Math.min(q + 1, n - 1);
-      else if (event.key === "ArrowUp") to = Math.max(q - 1, 0);
-      else if (event.key === "Home") to = 0;
-      else if (event.key === "End") to = n - 1;
-      else if (event.key === "Escape") {
-        pinned = null;
-        highlight();
-        return;
-      } else return;
-      event.preventDefault();  // arrows would scroll the page
-      ui.rows[to].query.focus();
-    });
 
-    // The thumbnails' colours follow the palette (Material sets it on <body>).
-    new MutationObserver(function () { if (state.view === "all") drawThumbs(); })
+    // The maps' colours follow the palette (Material sets it on <body>).
+    new MutationObserver(function () { drawMaps(); })
       .observe(document.body, {attributes: true, attributeFilter: ["data-md-color-scheme"]});
     return board;
   }
 
-  function line(parent, q, k) {
+  /* The weights' legend: a bar from 0 to 1 on the sqrt scale, ticks 0, 0.25, 1 as text. */
+  function buildLegend() {
+    var legend = el("div", "caseboard-real__legend");
+    var title = el("span", "caseboard-real__legend-title", words.legend);
+    var scale = el("span", "caseboard-real__scale");
+    var barBox = el("span", "caseboard-real__ramp");
+    barBox.setAttribute("aria-hidden", "true");
+    var ticks = el("span", "caseboard-real__ticks");
+    [0, 0.25, 1].forEach(function (value) {
+      var tick = el("span", "caseboard-real__tick", String(value));
+      tick.style.left = (100 * Math.sqrt(value)) + "%";  // where sqrt puts that weight
+      tick.dataset.value = value;
+      ticks.append(tick);
+    });
+    scale.append(barBox, ticks);
+    legend.append(title, scale, el("span", "caseboard-real__note", words.legend_note));
+    return legend;
+  }
+
+  function same(a, b) {
+    return !!a && !!b && a.side === b.side && a.i === b.i;
+  }
+
+  function pin(to) {
+    pinned = to;
+    roving(to.side === "q" ? ui.queries : ui.keys, to.i);
+    highlight();
+    announce("");
+  }
+
+  /* One Tab stop per token list: the token last chosen. */
+  function roving(list, i) {
+    var old = list.querySelector("[tabindex='0']");
+    if (old && old !== list.children[i]) old.tabIndex = -1;
+    if (list.children[i]) list.children[i].tabIndex = 0;
+  }
+
+  function line(parent, y1, y2) {
     var node = document.createElementNS(SVG, "line");
     node.setAttribute("x1", "0");
-    node.setAttribute("y1", q + 0.5);
+    node.setAttribute("y1", y1 + 0.5);
     node.setAttribute("x2", "100");
-    node.setAttribute("y2", k + 0.5);
+    node.setAttribute("y2", y2 + 0.5);
     node.setAttribute("vector-effect", "non-scaling-stroke");  // 2 px however wide the box
     parent.append(node);
     return node;
   }
 
-  /* n rows of tokens and the lines: all n x n (shown faintly, one group per query) and, over
-     them, the n lines of the chosen query. Made when n changes, otherwise reused. */
+  /* The lines of one head drawn (slot s: 0 the chosen head, then the overlaid ones): all n x n
+     (when no token is chosen, one group per query) and the n lines of the chosen token. */
+  function slot(s, n) {
+    var every = document.createElementNS(SVG, "g");
+    every.setAttribute("class", "caseboard-real__every caseboard-real__slot--" + s);
+    var chosen = document.createElementNS(SVG, "g");
+    chosen.setAttribute("class", "caseboard-real__chosen caseboard-real__slot--" + s);
+    var lines = [], ends = [];
+    for (var q = 0; q < n; q++) {
+      var group = document.createElementNS(SVG, "g");
+      group.dataset.q = q;
+      var row = [];
+      for (var k = 0; k < n; k++) row.push(line(group, q, k));
+      every.append(group);
+      lines.push(row);
+      ends.push(line(chosen, 0, q));
+    }
+    return {every: every, lines: lines, chosen: chosen, ends: ends, stale: true, on: false};
+  }
+
+  /* n rows of tokens and the chosen head's lines. Made when n changes, otherwise reused. */
   function rows(n) {
     if (ui.rows.length === n) return;
     ui.queries.textContent = ui.keys.textContent = ui.svg.textContent = "";
     ui.svg.setAttribute("viewBox", "0 0 100 " + n);
-    ui.every = document.createElementNS(SVG, "g");
-    ui.every.setAttribute("class", "caseboard-real__every");
-    ui.chosen = document.createElementNS(SVG, "g");
-    ui.chosen.setAttribute("class", "caseboard-real__chosen");
-    ui.svg.append(ui.every, ui.chosen);
+    ui.slots = [];
     ui.rows = [];
-    ui.shown = null;
-    for (var q = 0; q < n; q++) {
-      var query = el("button", "caseboard-real__token");
-      query.type = "button";
-      query.dataset.q = q;
-      var key = el("span", "caseboard-real__token");
-      var label = el("span", "caseboard-real__text");
-      var bar = el("span", "caseboard-real__bar");
-      key.append(label, bar);
-      var group = document.createElementNS(SVG, "g");
-      group.dataset.q = q;
-      var lines = [];
-      for (var k = 0; k < n; k++) lines.push(line(group, q, k));
-      ui.every.append(group);
+    ui.shown = ui.onToken = null;
+    for (var i = 0; i < n; i++) {
+      var query = el("button", "caseboard-real__token caseboard-real__token--q");
+      var key = el("button", "caseboard-real__token caseboard-real__token--k");
+      [query, key].forEach(function (button) {
+        button.type = "button";
+        button.dataset.i = i;
+        button.tabIndex = i === 0 ? 0 : -1;
+      });
+      var qtext = el("span", "caseboard-real__text"), ktext = el("span", "caseboard-real__text");
+      var qbar = el("span", "caseboard-real__bar"), kbar = el("span", "caseboard-real__bar");
+      query.append(qtext, qbar);
+      key.append(ktext, kbar);
       ui.queries.append(query);
       ui.keys.append(key);
-      ui.rows.push({query: query, key: label, bar: bar, lines: lines,
-                    chosen: line(ui.chosen, 0, q)});  // the chosen query's line to key q
+      ui.rows.push({query: query, key: key, qtext: qtext, ktext: ktext, qbar: qbar, kbar: kbar});
     }
+  }
+
+  /* The slots the heads drawn need (the chosen head, then the overlaid ones). */
+  function slots() {
+    var heads = [state.head].concat(overlay);
+    while (ui.slots.length < heads.length) {
+      var made = slot(ui.slots.length, data.n);
+      ui.svg.append(made.every, made.chosen);
+      ui.slots.push(made);
+    }
+    ui.slots.forEach(function (s, i) {
+      var on = i < heads.length;
+      if (s.head !== heads[i]) s.stale = true;
+      s.head = heads[i];
+      s.on = on;
+      s.every.style.display = s.chosen.style.display = on ? "" : "none";
+    });
   }
 
   // --- Showing ----------------------------------------------------------------------------------
@@ -301,10 +497,57 @@
     ui.status.textContent = text || "";
   }
 
+  /* Say what changed and what now stands out, politely. */
+  function announce(change) {
+    var parts = [];
+    if (change) parts.push(change);
+    if (state.view === "one") {
+      parts.push(format(words.now_one, {name: headRole(state.layer, state.head)}));
+      var strongest = strongestText(true);
+      if (strongest) parts.push(strongest);
+    } else if (state.view === "all") {
+      parts.push(format(words.now_all, {layer: state.layer + 1}));
+    } else {
+      parts.push(format(words.now_all_layers, {count: data.layers * data.heads}));
+    }
+    ui.live.textContent = parts.join(" · ");
+  }
+
+  /* The chosen query's strongest key, the chosen key's strongest query, or the key read most
+     on average; as text (spoken: the word-start mark named). */
+  function strongestText(speak) {
+    var t = speak ? spoken : function (token) { return token; };
+    var chosen = hover || pinned, n = data.n, best = 0, i;
+    if (chosen && chosen.i < n) {
+      for (i = 1; i < n; i++) {
+        var a = chosen.side === "q" ? weight(chosen.i, i) : weight(i, chosen.i);
+        var b = chosen.side === "q" ? weight(chosen.i, best) : weight(best, chosen.i);
+        if (a > b) best = i;
+      }
+      var value = (chosen.side === "q" ? weight(chosen.i, best)
+                                       : weight(best, chosen.i)).toFixed(2);
+      return chosen.side === "q"
+        ? format(words.top_key, {token: t(data.tokens[chosen.i]), key: t(data.tokens[best]),
+                                 value: value})
+        : format(words.top_query, {token: t(data.tokens[chosen.i]),
+                                   query: t(data.tokens[best]), value: value});
+    }
+    var sums = [];
+    for (var k = 0; k < n; k++) {
+      sums.push(0);
+      for (var q = 0; q < n; q++) sums[k] += weight(q, k);
+      if (sums[k] > sums[best]) best = k;
+    }
+    return format(words.most_read, {token: t(data.tokens[best]),
+                                    value: (sums[best] / n).toFixed(2)});
+  }
+
   /* The reader picked a sentence: keep the model if the sentence has it. */
   function choose(id) {
     var models = Object.keys(sentenceOf(id).files);
-    show(id, models.indexOf(state.model) >= 0 ? state.model : models[0]);
+    show(id, models.indexOf(state.model) >= 0 ? state.model : models[0]).then(function (shown) {
+      if (shown) announce(sentenceOf(id).text);
+    });
   }
 
   /* Load (once) and show one sentence through one model. Resolves to whether it is shown: on a
@@ -314,13 +557,15 @@
     var sentence = sentenceOf(id);
     if (root.classList.contains("caseboard--live")) status(words.loading);  // else: see start
     return load(sentence.files[model]).then(function (file) {
-      if (mine !== pending) return;
+      if (mine !== pending) return false;
       var changed = id !== state.sentence;
+      var clamped = state.layer > file.layers - 1;
       data = file;
       state.sentence = id;
       state.model = model;
       state.layer = Math.min(state.layer, file.layers - 1);
       state.head = Math.min(state.head, file.heads - 1);
+      overlay = overlay.filter(function (j) { return j < file.heads && j !== state.head; });
       if (changed) hover = pinned = null;
       ui.model.textContent = "";
       Object.keys(sentence.files).forEach(function (key) {
@@ -329,10 +574,20 @@
       numbers(ui.layer, file.layers);
       numbers(ui.head, file.heads);
       rows(file.n);
-      file.tokens.forEach(function (token, q) {
-        ui.rows[q].query.textContent = ui.rows[q].key.textContent = token;
+      file.tokens.forEach(function (token, i) {
+        var row = ui.rows[i];
+        tokenInto(row.qtext, token);
+        tokenInto(row.ktext, token);
+        row.query.setAttribute("aria-label", spoken(token));
+        row.key.setAttribute("aria-label", spoken(token));
       });
-      status("");
+      if (changed) {
+        roving(ui.queries, 0);
+        roving(ui.keys, 0);
+      }
+      checks(file.heads);
+      status(clamped ? format(words.clamped, {model: index.models[model].name,
+                                              layers: file.layers, layer: file.layers}) : "");
       render();
       return true;
     }, function (error) {
@@ -347,9 +602,46 @@
     });
   }
 
+  /* The overlay's check-boxes: one per head of the layer. */
+  function checks(heads) {
+    while (ui.checks.length < heads) {
+      var j = ui.checks.length;
+      var label = el("label", "caseboard-real__check");
+      var box = el("input");
+      box.type = "checkbox";
+      box.value = j;
+      var swatch = el("span", "caseboard-real__swatch");
+      swatch.setAttribute("aria-hidden", "true");
+      label.append(box, swatch, el("span", null, String(j + 1)));
+      ui.overlayBox.insertBefore(label, ui.overlayHint);
+      ui.checks.push({label: label, box: box, swatch: swatch});
+    }
+    ui.checks.forEach(function (check, j) { check.label.hidden = j >= heads; });
+  }
+
+  function setHead(head) {
+    state.head = head;
+    overlay = overlay.filter(function (j) { return j !== head; });
+    render();
+    announce("");
+  }
+
   function setView(view) {
     state.view = view;
     render();
+    announce("");
+  }
+
+  /* A map of a grid opened: its head in the one-head view (the pinned token kept). */
+  function open(layer, head) {
+    state.layer = layer;
+    state.head = head;
+    overlay = overlay.filter(function (j) { return j !== head; });
+    state.view = "one";
+    status("");
+    render();
+    announce("");
+    ui.head.focus();  // the map is hidden now: focus goes where the head is chosen
   }
 
   /* Everything that depends on the layer, the head and the view. */
@@ -358,113 +650,321 @@
     ui.model.value = state.model;
     ui.layer.value = String(state.layer + 1);
     ui.head.value = String(state.head + 1);
-    ui.one.setAttribute("aria-pressed", String(state.view === "one"));
-    ui.all.setAttribute("aria-pressed", String(state.view === "all"));
+    ui.view.value = state.view;
     ui.onePanel.hidden = state.view !== "one";
     ui.allPanel.hidden = state.view !== "all";
+    ui.layersPanel.hidden = state.view !== "layers";
     if (state.view === "one") drawHead();
-    else drawThumbs();
+    else drawMaps();
   }
 
   function drawHead() {
-    ui.caption.textContent = format(words.thumbnail, {layer: state.layer + 1,
-                                                      head: state.head + 1});
-    ui.stale = true;  // the faint lines of every query: drawn when they show
+    ui.caption.textContent = headRole(state.layer, state.head);
+    var heads = [state.head].concat(overlay);
+    ui.checks.forEach(function (check, j) {
+      var at = heads.indexOf(j);
+      check.box.checked = at >= 0;
+      check.box.disabled = j === state.head || (at < 0 && heads.length >= OVERLAY);
+      check.box.setAttribute("aria-label", headRole(state.layer, j));
+      check.label.dataset.slot = at;
+    });
+    ui.key.textContent = "";
+    ui.key.hidden = heads.length < 2;
+    ui.onePanel.classList.toggle("caseboard-real__one--overlay", heads.length > 1);
+    heads.forEach(function (j, s) {
+      var item = el("li", "caseboard-real__slot--" + s);
+      var swatch = el("span", "caseboard-real__swatch");
+      swatch.setAttribute("aria-hidden", "true");
+      item.append(swatch, headRole(state.layer, j));
+      ui.key.append(item);
+    });
+    slots();
+    if (!ui.tableBox.hidden) drawTable();
     highlight(true);
   }
 
-  /* Show the lines of the query pointed at (or last chosen), or all of them faintly. Only what
-     shows is drawn: the n lines of one query, or the n x n faint ones. */
+  /* Show the lines of the token pointed at (or last chosen), or all of them. Only what shows is
+     drawn: the n lines of one token per head, or the n x n of every query. */
   function highlight(redraw) {
-    var q = hover !== null ? hover : pinned;
-    if (q !== null && (!data || q >= data.n)) q = null;
-    if (q === ui.shown && !redraw) return;
-    var n = data.n, k;
-    ui.diagram.classList.toggle("caseboard-real__diagram--token", q !== null);
-    if (ui.shown !== null) ui.rows[ui.shown].query.classList.remove("caseboard-real__token--on");
-    ui.shown = q;
-    if (q === null) {
-      if (ui.stale) {
-        for (var i = 0; i < n; i++) {
-          for (k = 0; k < n; k++) ui.rows[i].lines[k].setAttribute("stroke-opacity", weight(i, k));
+    var chosen = hover || pinned;
+    if (chosen && (!data || chosen.i >= data.n)) chosen = null;
+    var key = chosen ? chosen.side + chosen.i : null;
+    ui.showAll.setAttribute("aria-disabled", String(!pinned));
+    if (key === ui.shown && !redraw) return;
+    var n = data.n, i, k;
+    ui.diagram.classList.toggle("caseboard-real__diagram--token", chosen !== null);
+    ui.diagram.classList.toggle("caseboard-real__diagram--key",
+                                chosen !== null && chosen.side === "k");
+    if (ui.onToken) ui.onToken.classList.remove("caseboard-real__token--on");
+    ui.onToken = null;
+    ui.shown = key;
+    var on = ui.slots.filter(function (s) { return s.on; });
+    if (chosen === null) {
+      on.forEach(function (s) {
+        if (!s.stale) return;
+        for (i = 0; i < n; i++) {
+          for (k = 0; k < n; k++) {
+            s.lines[i][k].setAttribute("stroke-opacity", Math.sqrt(weight(i, k, s.head)));
+          }
         }
-        ui.stale = false;
-      }
-      ui.rows.forEach(function (row) { row.bar.style.transform = ""; });
+        s.stale = false;
+      });
+      ui.rows.forEach(function (row) { row.qbar.style.transform = row.kbar.style.transform = ""; });
       ui.readout.textContent = "";
       return;
     }
-    ui.rows[q].query.classList.add("caseboard-real__token--on");
-    ui.chosen.dataset.q = q;
-    for (k = 0; k < n; k++) {
-      var row = ui.rows[k];
-      row.chosen.setAttribute("y1", q + 0.5);
-      row.chosen.setAttribute("stroke-opacity", weight(q, k));
-      row.bar.style.transform = "scaleX(" + weight(q, k) + ")";
+    var side = chosen.side, c = chosen.i;
+    ui.onToken = side === "q" ? ui.rows[c].query : ui.rows[c].key;
+    ui.onToken.classList.add("caseboard-real__token--on");
+    on.forEach(function (s) {
+      s.chosen.dataset.side = side;
+      s.chosen.dataset.i = c;
+      for (i = 0; i < n; i++) {
+        var w = side === "q" ? weight(c, i, s.head) : weight(i, c, s.head);
+        var end = s.ends[i];
+        end.setAttribute("y1", (side === "q" ? c : i) + 0.5);
+        end.setAttribute("y2", (side === "q" ? i : c) + 0.5);
+        end.setAttribute("stroke-opacity", Math.sqrt(w));
+      }
+    });
+    for (i = 0; i < n; i++) {  // the bars: the chosen head's weights, on the other side
+      var row = ui.rows[i];
+      if (side === "q") {
+        row.kbar.style.transform = "scaleX(" + weight(c, i) + ")";
+        row.qbar.style.transform = "";
+      } else {
+        row.qbar.style.transform = "scaleX(" + weight(i, c) + ")";
+        row.kbar.style.transform = "";
+      }
     }
-    var order = data.tokens.map(function (token, key) { return key; });
-    order.sort(function (a, b) { return weight(q, b) - weight(q, a) || a - b; });
-    ui.readout.textContent = format(words.looks_at, {token: data.tokens[q]}) + " " +
-      order.slice(0, TOP).map(function (key) {
-        return data.tokens[key] + " " + weight(q, key).toFixed(2);
-      }).join(" · ");
+    readout(side, c);
   }
 
-  /* Colour of a CSS value (a variable of Material's palette) as [r, g, b]. */
-  function rgb(value) {
+  /* The readout: the chosen token's top TOP keys (or, for a key, queries) in the chosen head,
+     and the top one of each overlaid head. */
+  function readout(side, c) {
+    var n = data.n, out = ui.readout;
+    function w(i, head) { return side === "q" ? weight(c, i, head) : weight(i, c, head); }
+    function top(head, count) {
+      var order = [];
+      for (var i = 0; i < n; i++) order.push(i);
+      order.sort(function (a, b) { return w(b, head) - w(a, head) || a - b; });
+      return order.slice(0, count);
+    }
+    out.textContent = "";
+    var lead = format(side === "q" ? words.looks_at : words.read_by, {token: "\u0000"})
+      .split("\u0000");
+    out.append(lead[0]);
+    var name = el("span");
+    tokenInto(name, data.tokens[c], true);
+    out.append(name, lead[1] + " ");
+    function items(head, count) {
+      top(head, count).forEach(function (i, j) {
+        if (j > 0) out.append(" · ");
+        var token = el("span");
+        tokenInto(token, data.tokens[i], true);
+        out.append(token, " " + w(i, head).toFixed(2));
+      });
+    }
+    items(state.head, TOP);
+    overlay.forEach(function (head) {
+      out.append(" | " + headName(state.layer, head) + " ");
+      items(head, 1);
+    });
+  }
+
+  /* The chosen head as a table: one row per query, one column per key, values in the cells. */
+  function drawTable() {
+    var n = data.n;
+    var table = el("table", "caseboard-real__table");
+    table.append(el("caption", null, format(words.table_caption,
+                                            {name: headName(state.layer, state.head)})));
+    var head = el("tr");
+    head.append(el("td"));
+    data.tokens.forEach(function (token) {
+      var th = el("th");
+      th.scope = "col";
+      tokenInto(th, token, true);
+      head.append(th);
+    });
+    var thead = el("thead");
+    thead.append(head);
+    var body = el("tbody");
+    for (var q = 0; q < n; q++) {
+      var tr = el("tr"), th = el("th");
+      th.scope = "row";
+      tokenInto(th, data.tokens[q], true);
+      tr.append(th);
+      for (var k = 0; k < n; k++) tr.append(el("td", null, weight(q, k).toFixed(2)));
+      body.append(tr);
+    }
+    table.append(thead, body);
+    ui.tableBox.textContent = "";
+    ui.tableBox.append(table);
+  }
+
+  /* Colour of a CSS value (a variable of the board's palette) as [r, g, b], laid over `under`
+     if it is translucent (Material's text colours are): what a line of that colour shows. */
+  function rgb(value, under) {
     var probe = el("span");
     probe.style.color = value;
     probe.hidden = true;
-    root.append(probe);
+    ui.legend.append(probe);
     var parts = getComputedStyle(probe).color.match(/[\d.]+/g).map(Number);
     probe.remove();
-    return parts.slice(0, 3);
+    var alpha = parts.length > 3 ? parts[3] : 1;
+    return parts.slice(0, 3).map(function (c, i) {
+      return under ? under[i] + (c - under[i]) * alpha : c;
+    });
   }
 
-  /* The layer's heads as heatmaps: one canvas pixel per weight, from the page's background
-     (weight 0) to the accent (weight 1). Drawn again only when what they show changes. */
-  function drawThumbs() {
-    var heads = data.heads, n = data.n;
+  /* One head's weights into a canvas: one pixel per weight, from the page's background (weight
+     0) to the weights' colour (1), at strength sqrt(weight), as the lines. */
+  function paint(canvas, layer, head, paper, ink) {
+    var n = data.n;
+    canvas.width = canvas.height = n;
+    var context = canvas.getContext("2d");
+    var image = context.createImageData(n, n);
+    var pixels = image.data, offset = (layer * data.heads + head) * n * n;
+    for (var i = 0; i < n * n; i++) {
+      var s = Math.sqrt(data.bytes[offset + i] / 255);
+      pixels[4 * i] = paper[0] + (ink[0] - paper[0]) * s;
+      pixels[4 * i + 1] = paper[1] + (ink[1] - paper[1]) * s;
+      pixels[4 * i + 2] = paper[2] + (ink[2] - paper[2]) * s;
+      pixels[4 * i + 3] = 255;
+    }
+    context.putImageData(image, 0, 0);
+  }
+
+  /* A small map's button: its canvas and its label (visible: short; its name: long). */
+  function mapButton(className, number) {
+    var button = el("button", className);
+    button.type = "button";
+    var picture = el("canvas");
+    picture.setAttribute("aria-hidden", "true");
+    var label = el("span", "caseboard-real__role");
+    label.setAttribute("aria-hidden", "true");
+    if (number !== undefined) {
+      var tag = el("span", "caseboard-real__number", number);
+      tag.setAttribute("aria-hidden", "true");
+      button.append(picture, tag, label);
+    } else {
+      button.append(picture, label);
+    }
+    return button;
+  }
+
+  /* A map's name (its head and pattern) and its visible label: the pattern in its long form
+     (form 0, under a thumbnail) or its short one (1, in the grid of every layer). */
+  function labelMap(button, layer, head, form) {
+    button.setAttribute("aria-label", headRole(layer, head));
+    button.lastChild.textContent = role(layer, head)[form];
+  }
+
+  /* The maps of the view shown: the layer's heads, or every layer's. */
+  function drawMaps() {
+    if (!data || state.view === "one") return;
+    var style = getComputedStyle(ui.legend);
+    var paper = rgb(style.getPropertyValue("--md-default-bg-color"));
+    var ink = rgb(style.getPropertyValue("--cbreal-weight"), paper);
+    if (state.view === "all") drawThumbs(paper, ink);
+    else drawGrid(paper, ink);
+  }
+
+  function drawThumbs(paper, ink) {
+    var heads = data.heads;
     while (ui.thumbs.length < heads) {
-      var thumb = el("button", "caseboard-real__thumb");
-      thumb.type = "button";
+      var thumb = mapButton("caseboard-real__thumb", String(ui.thumbs.length + 1));
       thumb.dataset.head = ui.thumbs.length;
-      var picture = el("canvas");
-      picture.setAttribute("aria-hidden", "true");
-      var number = el("span", "caseboard-real__number", String(ui.thumbs.length + 1));
-      number.setAttribute("aria-hidden", "true");
-      thumb.append(picture, number);
       ui.allPanel.append(thumb);
       ui.thumbs.push(thumb);
     }
     ui.thumbs.forEach(function (thumb, j) {
       thumb.hidden = j >= heads;
-      thumb.setAttribute("aria-label", format(words.thumbnail, {layer: state.layer + 1,
-                                                                 head: j + 1}));
+      if (j < heads) labelMap(thumb, state.layer, j, 0);
       if (j === state.head) thumb.setAttribute("aria-current", "true");
       else thumb.removeAttribute("aria-current");
     });
-    var style = getComputedStyle(root);
-    var paper = rgb(style.getPropertyValue("--md-default-bg-color"));
-    var ink = rgb(style.getPropertyValue("--md-accent-fg-color"));
     var key = [state.sentence, state.model, state.layer, paper, ink].join("|");
-    if (key === drawn) return;
-    drawn = key;
-    for (var j = 0; j < heads; j++) {
-      var canvas = ui.thumbs[j].firstChild;
-      canvas.width = canvas.height = n;
-      var context = canvas.getContext("2d");
-      var image = context.createImageData(n, n);
-      var pixels = image.data, offset = (state.layer * heads + j) * n * n;
-      for (var i = 0; i < n * n; i++) {
-        var w = data.bytes[offset + i] / 255;
-        pixels[4 * i] = paper[0] + (ink[0] - paper[0]) * w;
-        pixels[4 * i + 1] = paper[1] + (ink[1] - paper[1]) * w;
-        pixels[4 * i + 2] = paper[2] + (ink[2] - paper[2]) * w;
-        pixels[4 * i + 3] = 255;
+    if (key === drawn.all) return;
+    drawn.all = key;
+    for (var j = 0; j < heads; j++) paint(ui.thumbs[j].firstChild, state.layer, j, paper, ink);
+  }
+
+  function drawGrid(paper, ink) {
+    var layers = data.layers, heads = data.heads;
+    if (ui.maps.length !== layers || (ui.maps[0] || []).length !== heads) {
+      ui.grid.textContent = "";
+      ui.grid.style.setProperty("--caseboard-heads", heads);
+      ui.maps = [];
+      var corner = el("span", "caseboard-real__axis");
+      corner.setAttribute("aria-hidden", "true");
+      ui.grid.append(corner);
+      for (var j = 0; j < heads; j++) {
+        var top = el("span", "caseboard-real__axis", "H" + (j + 1));
+        top.setAttribute("aria-hidden", "true");
+        ui.grid.append(top);
       }
-      context.putImageData(image, 0, 0);
+      for (var l = 0; l < layers; l++) {
+        var side = el("span", "caseboard-real__axis", "L" + (l + 1));
+        side.setAttribute("aria-hidden", "true");
+        ui.grid.append(side);
+        var row = [];
+        for (j = 0; j < heads; j++) {
+          var map = mapButton("caseboard-real__map");
+          map.dataset.layer = l;
+          map.dataset.head = j;
+          map.tabIndex = -1;
+          ui.grid.append(map);
+          row.push(map);
+        }
+        ui.maps.push(row);
+      }
+      drawn.layers = "";
     }
+    rove({layer: state.layer, head: state.head});
+    ui.maps.forEach(function (row, l) {  // the head chosen, marked
+      row.forEach(function (map, j) {
+        if (l === state.layer && j === state.head) map.setAttribute("aria-current", "true");
+        else map.removeAttribute("aria-current");
+      });
+    });
+    var key = [state.sentence, state.model, paper, ink].join("|");
+    if (key === drawn.layers) return;
+    drawn.layers = key;
+    for (l = 0; l < layers; l++) {
+      for (j = 0; j < heads; j++) {
+        labelMap(ui.maps[l][j], l, j, 1);
+        paint(ui.maps[l][j].firstChild, l, j, paper, ink);
+      }
+    }
+  }
+
+  /* The grid's one Tab stop: the map at `at`. */
+  function rove(at) {
+    var old = (ui.maps[ui.gridAt.layer] || [])[ui.gridAt.head];
+    if (old) old.tabIndex = -1;
+    ui.gridAt = at;
+    ui.maps[at.layer][at.head].tabIndex = 0;
+  }
+
+  function gridKey(event) {
+    var at = ui.gridAt, layer = at.layer, head = at.head;
+    var layers = ui.maps.length, heads = ui.maps[0].length;
+    if (event.key === "ArrowRight") head = Math.min(head + 1, heads - 1);
+    else if (event.key === "ArrowLeft") head = Math.max(head - 1, 0);
+    else if (event.key === "ArrowDown") layer = Math.min(layer + 1, layers - 1);
+    else if (event.key === "ArrowUp") layer = Math.max(layer - 1, 0);
+    else if (event.key === "Home") {
+      head = 0;
+      if (event.ctrlKey) layer = 0;
+    } else if (event.key === "End") {
+      head = heads - 1;
+      if (event.ctrlKey) layer = layers - 1;
+    } else return;
+    event.preventDefault();
+    rove({layer: layer, head: head});
+    ui.maps[layer][head].focus();
   }
 
   // --- Start ------------------------------------------------------------------------------------
@@ -498,18 +998,24 @@
 
   window.caseBoardReal = Object.freeze({
     /* The controls' state: layer and head counted from 1 as the page shows them; token is the
-       index of the query whose lines show, or null. */
+       index of the query whose lines show, or null; key likewise for a key; overlay the heads
+       drawn (from 1), the chosen one first. */
     state: function () {
-      var q = hover !== null ? hover : pinned;
+      var chosen = hover || pinned;
       return {sentence: state.sentence, model: state.model, layer: state.layer + 1,
-              head: state.head + 1, view: state.view, token: q};
+              head: state.head + 1, view: state.view,
+              token: chosen && chosen.side === "q" ? chosen.i : null,
+              key: chosen && chosen.side === "k" ? chosen.i : null,
+              pinned: pinned ? {side: pinned.side, index: pinned.i} : null,
+              overlay: [state.head].concat(overlay).map(function (j) { return j + 1; })};
     },
-    /* The head shown: its sentence's tokens and weights (n x n, weight[q][k] = byte / 255). */
+    /* The head shown: its sentence's tokens and weights (n x n, weight[q][k] = byte / 255),
+       and every head's pattern of the data (layers x heads, a role's key or null). */
     current: function () {
       if (!data) return null;
       return {tokens: data.tokens.slice(), weights: data.tokens.map(function (t, q) {
         return data.tokens.map(function (u, k) { return weight(q, k); });
-      })};
+      }), roles: data.roles.map(function (row) { return row.slice(); })};
     },
   });
 })();

@@ -32,7 +32,18 @@ from test_browser import (  # noqa: F401  (fixtures, used by name)
     site,
 )
 
-from mha.site.caseboard import MASKS, TEMPERATURES, WORDS, lab_data, lab_trace
+from mha.site.caseboard import (
+    LAB_HEADS,
+    LAB_WORDS,
+    MASKS,
+    STAGE_NOTES,
+    TEMPERATURES,
+    WORDS,
+    lab_data,
+    lab_scales,
+    lab_trace,
+)
+from mha.site.plots.case import CAST, case_tokens
 
 pytestmark = pytest.mark.browser  # Chromium on the built site (tests/ is otherwise the core)
 
@@ -52,6 +63,31 @@ GRID_MASKS = [("none", None), ("causal", None), ("window", 1), ("window", 4), ("
 GRID_HEADS = [1, 2, 4]
 GRID_TEMPERATURES = [0, 6, 12]
 TOLERANCE = 1e-6
+#: Every console message of the phone pages: (type, text).
+CONSOLE: list[tuple[str, str]] = []
+#: Runs in each phone page before its scripts: records in window.cblabAwayReads every layout
+#: read (a box, a size, innerText) that a script of the page makes inside a folded part of the
+#: board ([data-cblab-away], content-visibility: hidden), which makes the browser lay out what
+#: it was told to skip (review finding 24: ResizeObserver -> Heatmap.measure did it).
+AWAY_READS = """(() => {
+    window.cblabAwayReads = [];
+    const check = (name, node) => {
+        if (node.closest && node.closest('[data-cblab-away]')) window.cblabAwayReads.push(name);
+    };
+    const box = Element.prototype.getBoundingClientRect;
+    Element.prototype.getBoundingClientRect = function () {
+        check('getBoundingClientRect', this);
+        return box.call(this);
+    };
+    for (const name of ['offsetHeight', 'offsetWidth', 'offsetTop', 'offsetLeft', 'scrollHeight',
+                        'scrollWidth', 'clientHeight', 'clientWidth', 'innerText']) {
+        const owner = [HTMLElement.prototype, Element.prototype].find(
+            o => Object.getOwnPropertyDescriptor(o, name));
+        const property = Object.getOwnPropertyDescriptor(owner, name);
+        Object.defineProperty(owner, name, {configurable: true, set: property.set,
+            get() { check(name, this); return property.get.call(this); }});
+    }
+})()"""
 
 
 # --- Fixtures and helpers ----------------------------------------------------------------------
@@ -169,7 +205,7 @@ def visible_stage_maps(page) -> int:
 def test_the_board_opens_on_the_walkthrough_without_errors(boards, lang):
     visit, state, result = boards(lang)
     assert state == {"heads": 4, "temperatureIndex": 6, "temperature": 1.0, "mask": "none",
-                     "value": None, "stage": 0}
+                     "value": None, "stage": 0, "compare": False}
     assert_equals_mha(result, lang, 4, "none", None, 1.0)
     page = visit.page
     assert page.locator(f"{LAB} .caseboard__fallback").is_hidden()
@@ -179,6 +215,11 @@ def test_the_board_opens_on_the_walkthrough_without_errors(boards, lang):
     assert WORDS[lang]["temperature"].endswith(" τ")
     assert field.locator(".cblab-value").inner_text() == "τ = 1"
     assert field.locator(".cblab-scale").inner_text().endswith("1 / (τ·√d_k) = 0.5")
+    # d_k is shown, and the slider's ends (review finding 25): d_k = d_model / h.
+    d_model = len(lab_data(lang)["x"][0])
+    assert field.locator(".cblab-scale").inner_text().startswith(f"d_k = {d_model // 4} · ")
+    assert field.locator(".cblab-end").all_inner_texts() == [
+        f"{TEMPERATURES[0]:g}", f"{TEMPERATURES[-1]:g}"]
     # Four heatmaps, titled by the detectives, with the tokens as row and column headers.
     data = lab_data(lang)
     captions = page.locator(f"{LAB_MAPS} caption").all_inner_texts()
@@ -345,8 +386,10 @@ def test_the_forward_pass_steps_jumps_plays_and_follows_the_lab(boards, lang):
     forward.scroll_into_view_if_needed()
     indicator = forward.locator(".cblab-step")
     assert indicator.get_attribute("aria-live") == "polite"
-    assert page.locator("[aria-live]").evaluate_all(
-        "nodes => nodes.filter(n => n.closest('#caseboard-lab, #caseboard-forward')).length") == 1
+    # Two polite live regions: the step (its name too), and the lab's summary of a change.
+    regions = page.locator("#caseboard-lab [aria-live], #caseboard-forward [aria-live]")
+    assert regions.count() == 2
+    assert {regions.nth(i).get_attribute("aria-live") for i in range(2)} == {"polite"}
     stage_buttons = forward.locator(".cblab-stage-button")
     assert [b.strip() for b in stage_buttons.all_inner_texts()] == [
         f"{i + 1} {name}" for i, name in enumerate(words["stages"])]
@@ -356,8 +399,10 @@ def test_the_forward_pass_steps_jumps_plays_and_follows_the_lab(boards, lang):
 
     def expect(index):
         assert stage() == index
-        assert indicator.inner_text() == words["stage"].format(index=index + 1, count=count)
-        assert forward.locator("h3").inner_text() == words["stages"][index]
+        # The step's name with its number (review finding 21).
+        assert indicator.inner_text() == LAB_WORDS[lang]["lab_stage_step"].format(
+            index=index + 1, count=count, name=words["stages"][index])
+        assert forward.locator("h3.cblab-title").inner_text() == words["stages"][index]
         assert stage_buttons.nth(index).get_attribute("aria-current") == "step"
         assert forward.locator("[aria-current]").count() == 1
 
@@ -406,6 +451,282 @@ def test_the_forward_pass_steps_jumps_plays_and_follows_the_lab(boards, lang):
     assert play.inner_text() == words["play"]
 
 
+# --- Issue #29: a legend, one scale, the controls in reach, every stage explained -------------
+
+def lch_hue(rgb) -> float:
+    """The CIELCh hue (degrees) of an sRGB colour (0..255 each), D65."""
+    def linear(c):
+        c = c / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (linear(c) for c in rgb)
+    xyz = (np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                     [0.0193, 0.1192, 0.9505]]) @ [r, g, b]) / [0.95047, 1.0, 1.08883]
+    f = np.where(xyz > 216 / 24389, np.cbrt(xyz), (24389 / 27 * xyz + 16) / 116)
+    a, b_ = 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+    return float(np.degrees(np.arctan2(b_, a)) % 360)
+
+
+def hex_rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4))
+
+
+#: Runs in the page: a CSS colour of the lab (a custom property) as the canvas paints it.
+PAINTED = """name => {
+    const value = getComputedStyle(document.querySelector('#caseboard-lab .cblab-live'))
+        .getPropertyValue(name).trim();
+    const ctx = document.createElement('canvas').getContext('2d');
+    ctx.fillStyle = value;
+    ctx.fillRect(0, 0, 1, 1);
+    return [...ctx.getImageData(0, 0, 1, 1).data.slice(0, 3)];
+}"""
+
+
+#: Runs in the page: the forward pass's fade between stages finished, and a frame painted.
+SETTLED = """() => {
+    document.querySelector('#caseboard-forward .cblab-stage').getAnimations()
+        .forEach(a => a.finish());
+    return new Promise(done => requestAnimationFrame(() => setTimeout(done)));
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_sign_colours_are_no_detectives_hue_and_read_on_the_page(browser, base_url, scheme):
+    # Review finding 6: + and − were the red and the blue detectives' colours.
+    context = open_context(browser, color_scheme=scheme)
+    try:
+        visit = Visit(context, base_url + PAGES["en"])
+        page = visit.page
+        live(page)
+        page_colour = background(page)
+        cast = [lch_hue(hex_rgb(d.color)) for d in CAST]
+        for name in ("--cblab-pos", "--cblab-neg"):
+            colour = page.evaluate(PAINTED, name)
+            hue = lch_hue(colour)
+            distance = min(min(abs(hue - h), 360 - abs(hue - h)) for h in cast)
+            assert distance >= 30, (scheme, name, colour, hue)
+            assert contrast(colour, page_colour) >= 3, (scheme, name)  # a graphic's contrast
+        assert visit.errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_one_scale_per_quantity_the_legend_says_it_and_a_value_keeps_its_colour(
+        browser, base_url, lang):
+    # Review findings 3 and 5: every map had its own scale and no legend. The legend's numbers
+    # are mha.site.caseboard.lab_scales'; the same value is painted alike on two stages.
+    scales = lab_scales(lang)
+    context = open_context(browser, viewport={"width": 1280, "height": 900})
+    try:
+        visit = Visit(context, base_url + PAGES[lang])
+        page = visit.page
+        live(page)
+        legends = {part: page.locator(f"{part} .cblab-legend") for part in (LAB, FORWARD)}
+        for part, kinds in ((LAB, ["weight", "signed"]), (FORWARD, ["weight", "signed", "scores"])):
+            legend = legends[part]
+            assert legend.get_attribute("role") == "group"
+            assert legend.locator(".cblab-key[data-kind]").evaluate_all(
+                "keys => keys.map(k => k.dataset.kind)") == kinds
+            for kind in kinds:
+                ticks = legend.locator(f".cblab-key--{kind} .cblab-tick")
+                numbers = [float(t.replace("\u2212", "-")) for t in ticks.all_inner_texts()]
+                want = (scales[kind]["ticks"] if kind == "weight"
+                        else [scales[kind]["range"][0], 0.0, scales[kind]["range"][1]])
+                assert numbers == pytest.approx(want), (part, kind)
+            text = legend.inner_text()
+            assert WORDS[lang]["hidden"] in text and LAB_WORDS[lang]["lab_pad_token"] in text
+        # Stage 5 (each head's output) and stage 6 (their concatenation) hold the same numbers:
+        # the same colours. The largest |value| of the yellow head's output, within the scale.
+        page.mouse.move(0, 0)
+        forward = page.locator(FORWARD)
+        forward.locator(".cblab-stage-button").nth(4).click()
+        page.mouse.move(0, 0)
+        heads = np.array(lab_trace(lang)[0]["heads"])        # (h, n, d_k)
+        h, n, dk = heads.shape
+        j, r, c = np.unravel_index(np.argmax(np.abs(heads)), heads.shape)
+        limit = scales["signed"]["range"][1]
+        assert 0.3 * limit < abs(heads[j, r, c]) < limit
+        cell = page.locator(STAGE_MAPS).nth(j).locator("td.cblab-cell").nth(int(r * dk + c))
+        cell.scroll_into_view_if_needed()
+        page.evaluate(SETTLED)
+        in_head = pixel(cell)
+        forward.locator(".cblab-stage-button").nth(5).click()
+        page.mouse.move(0, 0)
+        cells = page.locator(STAGE_MAPS).first.locator("td.cblab-cell")
+        cell = cells.nth(int(r * h * dk + j * dk + c))
+        cell.scroll_into_view_if_needed()
+        page.evaluate(SETTLED)
+        assert max(abs(a - b) for a, b in zip(pixel(cell), in_head)) <= 2
+        assert max(abs(a - b) for a, b in zip(in_head, background(page))) > 25
+        assert visit.errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_readout_follows_the_cell_or_goes_back_to_the_hint(boards, lang):
+    # Review finding 1: the readout kept describing a map that was no longer shown.
+    page = boards(lang)[0].page
+    words = WORDS[lang]
+    set_controls(page, heads=4, mask="none", temperature=6)
+    page.mouse.move(0, 0)
+    page.locator(LAB_MAPS).nth(1).locator("td.cblab-cell").nth(10).focus()  # query 2, key 3
+    readout = page.locator(f"{LAB} .cblab-readout")
+    assert readout.inner_text().startswith(lab_data(lang)["cast"][1]["name"][:1].upper())
+    # Two heads: the second head's map takes the second detective's place, its value now.
+    page.evaluate(SWEEP, [[2, "none", None, 0]])  # no pointer passes over another map
+    weight = page.evaluate(RESULT)["layers"][0]["weights"][1][1][2]
+    text = readout.inner_text()
+    assert text.startswith(page.locator(LAB_MAPS).nth(1).locator("caption").inner_text().strip())
+    assert text.endswith(f"= {weight:.3f}") and lab_data(lang)["cast"][1]["name"] not in text
+    # One head: no second map, so no stale words: the hint again.
+    page.evaluate(SWEEP, [[1, "none", None, 0]])
+    assert readout.inner_text() == words["cell_hint"]
+    # The forward pass: a weight read on stage 4, then stage 6, which has no such map.
+    set_controls(page, heads=4, temperature=6)
+    forward = page.locator(FORWARD)
+    forward.locator(".cblab-stage-button").nth(3).click()
+    page.mouse.move(0, 0)
+    page.locator(STAGE_MAPS).first.locator("td.cblab-cell").nth(3).focus()
+    assert "=" in forward.locator(".cblab-readout").inner_text()
+    forward.locator(".cblab-stage-button").nth(5).evaluate("b => b.click()")
+    concat = page.locator(STAGE_MAPS).first
+    text = forward.locator(".cblab-readout").inner_text()
+    # Now the same cell of the map shown (the concatenation, query 1, dimension 4), or the hint.
+    assert text == words["cell_hint"] or text.startswith(
+        concat.locator("caption").inner_text().strip())
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_compare_with_the_default_shows_the_difference_mha_computes(boards, lang):
+    # Review finding 32 and the issue's before/after: output(setting) − output(default).
+    page = boards(lang)[0].page
+    set_controls(page, heads=2, mask="causal", temperature=3)
+    toggle = page.locator(f"{LAB} .cblab-compare")
+    assert toggle.inner_text().strip() == LAB_WORDS[lang]["lab_compare"]
+    toggle.locator("input").check()
+    try:
+        shown = np.array(page.evaluate(RESULT)["shown"])
+        want = (lab_trace(lang, 2, "causal", None, TEMPERATURES[3])[0]["output"]
+                - lab_trace(lang, 2)[0]["output"])
+        assert np.abs(shown - want).max() <= TOLERANCE
+        assert page.evaluate(STATE)["compare"] is True
+        set_controls(page, mask="none", temperature=6)  # the default itself: no difference
+        assert np.abs(np.array(page.evaluate(RESULT)["shown"])).max() <= TOLERANCE
+    finally:
+        toggle.locator("input").uncheck()
+    shown = np.array(page.evaluate(RESULT)["shown"])
+    assert np.abs(shown - lab_trace(lang, 2)[0]["output"]).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_padding_looks_back_and_repeated_tokens_are_named(boards, lang):
+    page = boards(lang)[0].page
+    words = LAB_WORDS[lang]
+    # Review finding 9: padded positions are [PAD] filler, not the sentence's last words.
+    set_controls(page, heads=4, mask="padding", value=6)
+    rows = page.locator(LAB_MAPS).first.locator("th[scope=row]").all_inner_texts()
+    tokens = case_tokens(lang)
+    assert rows == tokens[:6] + [words["lab_pad_token"]] * (len(tokens) - 6)
+    # Review finding 10: the window's knob counts the tokens looked back.
+    set_controls(page, mask="window", value=2)
+    label = words["lab_look_back"]
+    assert page.locator(f"{LAB} .cblab-param-label").inner_text() == label[0].upper() + label[1:]
+    rows = page.locator(LAB_MAPS).first.locator("th[scope=row]").all_inner_texts()
+    assert rows == tokens
+    set_controls(page, mask="none")
+    # Review finding 26: a token that occurs more than once is named on stages 1 and 4.
+    counts = {t: tokens.count(t) for t in tokens}
+    repeated = [words["lab_repeated"].format(token=t, count=k) for t, k in counts.items() if k > 1]
+    forward = page.locator(FORWARD)
+    for stage in range(len(WORDS[lang]["stages"])):
+        forward.locator(".cblab-stage-button").nth(stage).click()
+        note = forward.locator(".cblab-explain-note:not([data-cblab-off])")
+        text = note.inner_text() if note.count() else ""
+        for sentence in repeated:
+            assert (sentence in text) == (stage in (0, 3)), stage
+    assert bool(repeated) == (lang == "en")  # the case: "the" three times in English only
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_each_stage_says_what_it_computes_and_links_its_chapter(boards, lang, base_url):
+    page = boards(lang)[0].page
+    notes = STAGE_NOTES[lang]
+    forward = page.locator(FORWARD)
+    set_controls(page, heads=2)
+    d_model = len(lab_data(lang)["x"][0])
+    for stage in range(len(WORDS[lang]["stages"])):
+        forward.locator(".cblab-stage-button").nth(stage).click()
+        shown = forward.locator(".cblab-explain-note:not([data-cblab-off])")
+        assert forward.locator(".cblab-explain-note:not([data-cblab-off])").count() == 1
+        if not notes:
+            continue
+        note = notes[stage]
+        text = note["text"].format(n=len(case_tokens(lang)), d=d_model, h=2, dk=d_model // 2)
+        assert shown.locator(".cblab-explain-text").inner_text() == text
+        link = shown.locator("a")
+        assert link.inner_text() == note["link"]
+        root = base_url + ("en/" if lang == "en" else "")
+        assert link.get_attribute("href") == root + note["href"]
+    set_controls(page, heads=4)
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_a_change_is_said_in_words_once_the_controls_rest(boards, lang):
+    # Review finding 20: the lab had no live region.
+    page = boards(lang)[0].page
+    set_controls(page, heads=4, mask="causal", temperature=6)
+    set_controls(page, temperature=2)
+    say = page.locator(f"{LAB} [aria-live]")
+    weights = lab_trace(lang, 4, "causal", None, TEMPERATURES[2])[0]["weights"]
+    n = weights.shape[-1]
+    summary = LAB_WORDS[lang]["lab_said_summary"].format(
+        mean=f"{weights.max(axis=-1).mean():.2f}", even=f"{1 / n:g}")
+    hidden = LAB_WORDS[lang]["lab_said_hidden"].format(count=n * (n - 1) // 2)
+    page.wait_for_function("([node, text]) => node.textContent.includes(text)",
+                           arg=[say.element_handle(), summary], timeout=5000)
+    text = say.inner_text()
+    assert text.startswith(f"τ = {TEMPERATURES[2]:.3g}") and hidden in text
+    set_controls(page, mask="none", temperature=6)
+
+
+def test_the_forward_pass_keeps_its_height_the_keys_step_and_play_keeps_the_focus(boards):
+    page = boards("en")[0].page
+    forward = page.locator(FORWARD)
+    set_controls(page, heads=4, mask="none", temperature=6)
+    forward.scroll_into_view_if_needed()
+    page.evaluate(IDLE, 60)  # every stage measured (ForwardView.sizeSoon)
+    # Review finding 15: what lies below the stage does not move from stage to stage.
+    below = []
+    for stage in range(len(WORDS["en"]["stages"])):
+        forward.locator(".cblab-stage-button").nth(stage).click()
+        below.append(forward.locator(".cblab-readout").evaluate(
+            "(r, f) => r.getBoundingClientRect().top - f.getBoundingClientRect().top",
+            forward.element_handle()))
+    assert max(below) - min(below) < 1, below
+    # Review finding 19: the arrow keys step from anywhere on the board but the tables.
+    forward.locator(".cblab-stage-button").nth(2).click()
+    forward.locator("h3.cblab-title").click()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate(STATE)["stage"] == 3
+    # Review finding 17: a cell keeps the focus while Play steps.
+    forward.locator(".cblab-play").click()
+    page.locator(STAGE_MAPS).first.locator("td.cblab-cell").first.focus()
+    page.wait_for_function("() => window.caseBoardLab.state().stage === 4", timeout=5000)
+    focused = page.evaluate("""() => document.activeElement.matches(
+        '#caseboard-forward .cblab-stage td.cblab-cell')""")
+    forward.locator(".cblab-play").click()  # pause
+    assert focused
+
+
+def test_a_wide_matrix_shows_it_scrolls(boards):
+    # Review finding 14: the scrolling boxes fade out at an edge where more lies beyond.
+    page = boards("en")[0].page
+    names = page.locator(f"{FORWARD} .cblab-scroll, {LAB} .cblab-scroll").evaluate_all(
+        "boxes => boxes.map(b => getComputedStyle(b).animationName)")
+    assert names and set(names) == {"cblab-edges"}
+
+
 # --- Phone, dark palette, no JavaScript, no data -----------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -413,6 +734,8 @@ def phones(browser, base_url):
     """Each language's board on a 390 px phone, in the dark palette (the system's), with
     reduced motion."""
     context = open_context(browser, color_scheme="dark", reduced_motion="reduce", **PHONE)
+    context.on("console", lambda message: CONSOLE.append((message.type, message.text)))
+    context.add_init_script(AWAY_READS)
     opened = {}
 
     def phone(lang: str):
@@ -446,13 +769,15 @@ def test_on_a_phone_nothing_scrolls_sideways_and_a_finger_works_it(phones, lang)
     widths = page.evaluate("""() => [document.documentElement.scrollWidth,
                                       document.documentElement.clientWidth]""")
     assert widths[0] <= widths[1], widths
-    # Two heatmaps of the lab side by side; a tap on a cell reads its value out.
+    # The lab's weights: cells a finger can hit, 24 px at least (review finding 13), each map
+    # within the screen; a tap on a cell reads its value out.
     page.locator(f"{LAB} label", has_text="2").tap()
     maps = page.locator(LAB_MAPS)
     maps.first.scroll_into_view_if_needed()
     boxes = [maps.nth(j).bounding_box() for j in range(2)]
-    assert abs(boxes[0]["y"] - boxes[1]["y"]) < 1 and boxes[1]["x"] > boxes[0]["x"]
-    assert boxes[1]["x"] + boxes[1]["width"] <= widths[1]
+    assert all(box["x"] + box["width"] <= widths[1] for box in boxes)
+    cell = maps.first.locator("td.cblab-cell").nth(9).bounding_box()
+    assert cell["width"] >= 24 and cell["height"] >= 24
     maps.first.locator("td.cblab-cell").nth(9).tap()  # query 2, key 2
     weight = page.evaluate(RESULT)["layers"][0]["weights"][0][1][1]
     assert f"= {weight:.3f}" in page.locator(f"{LAB} .cblab-readout").inner_text()
@@ -484,6 +809,65 @@ def test_dark_palette_draws_empty_cells_dark_and_text_readable(phones, lang):
         rgb, alpha = colour[:3], (colour[3] if len(colour) > 3 else 1)
         shown = [alpha * c + (1 - alpha) * b for c, b in zip(rgb, page_colour)]
         assert contrast(shown, page_colour) >= 4.5, selector
+
+
+#: Runs in the page: for each of the lab's controls (the radio buttons' labels, the sliders,
+#: the select), is its middle on the screen and is what lies there the control itself (no
+#: Material pill, no header above it)?
+REACHABLE = """() => [...document.querySelectorAll(
+        '#caseboard-lab .cblab-toolbar :is(label.cblab-choice, input[type=range], select)')]
+    .filter(c => c.offsetParent !== null && !c.closest('[hidden]'))
+    .map(c => {
+        const box = c.getBoundingClientRect(), x = box.left + box.width / 2,
+              y = box.top + box.height / 2;
+        const onScreen = y > 0 && y < innerHeight && x > 0 && x < innerWidth;
+        const there = onScreen ? document.elementFromPoint(x, y) : null;
+        return [c.tagName, onScreen, !!there && (c === there || c.contains(there)
+                                                  || there.contains(c))];
+    })"""
+
+
+def check_the_controls_stay_in_reach(page) -> None:
+    """The lab's controls stick under the header while the forward pass is on the screen, each
+    one on the screen and not covered; and only then (review findings 2 and 4)."""
+    toolbar = page.locator(f"{LAB} .cblab-toolbar")
+    page.locator(f"{FORWARD} .cblab-stage-button").nth(3).evaluate("b => b.click()")  # weights
+    page.locator(f"{FORWARD} .cblab-stage").scroll_into_view_if_needed()
+    page.wait_for_function("t => t.hasAttribute('data-cblab-stuck')",
+                           arg=toolbar.element_handle())
+    header = page.locator(".md-header").bounding_box()
+    box = toolbar.bounding_box()
+    assert abs(box["y"] - (header["y"] + header["height"])) <= 1
+    assert page.evaluate(REACHABLE) and all(r[1] and r[2] for r in page.evaluate(REACHABLE))
+    # A knob moved there changes the forward pass's stage under it.
+    set_controls(page, heads=1)
+    page.wait_for_function(f"() => document.querySelectorAll({STAGE_MAPS!r}).length === 1")
+    set_controls(page, heads=4)
+    # Back above the lab: in its place again.
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.wait_for_function("t => !t.hasAttribute('data-cblab-stuck')",
+                           arg=toolbar.element_handle())
+    # Material's back-to-top pill never shows on this page (it covered the radios).
+    assert page.locator(".md-top").evaluate("b => getComputedStyle(b).display") == "none"
+
+
+def test_the_controls_stay_in_reach_on_a_desktop(boards):
+    check_the_controls_stay_in_reach(boards("zh")[0].page)
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_controls_stay_in_reach_on_a_phone_and_nothing_warns(phones, lang):
+    visit = phones(lang)
+    page = visit.page
+    # As a reader does on a phone: down to the lab's output, and up a little (the pill came then).
+    page.locator(f"{LAB} .cblab-lab-output").scroll_into_view_if_needed()
+    page.mouse.wheel(0, -300)
+    check_the_controls_stay_in_reach(page)
+    # No warning (nor error) in the console; and (review finding 24) the board never reads the
+    # layout of what it folded away.
+    assert visit.errors == []
+    assert [m for m in CONSOLE if m[0] in ("warning", "error")] == []
+    assert page.evaluate("() => window.cblabAwayReads") == []
 
 
 def test_without_javascript_the_static_figures_show(browser, base_url):

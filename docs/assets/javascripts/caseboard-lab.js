@@ -36,7 +36,8 @@
   var script = document.currentScript;
   var dataDir = new URL("../caseboard/", script.src);
   var lang = document.documentElement.lang || "zh";
-  var PLAY_EVERY_MS = 1500;
+  var PLAY_EVERY_MS = 3000;  // a stage every 3 s: time to read it (review finding 17)
+  var SAY_AFTER_MS = 700;    // the lab's live region speaks once the controls rest this long
   var DEFAULTS = {heads: 4, temperature: 6, mask: "none", window: 2, padding: 6};
   var REHEARSALS = 4;  // rounds of rehearsal (every mask once) after a part is built
 
@@ -271,8 +272,21 @@
    */
   function fold(node, away) {
     if (node.hasAttribute("data-cblab-away") === away) return;
-    if (away) node.setAttribute("data-cblab-away", "");
-    else node.removeAttribute("data-cblab-away");
+    if (away) {
+      node.setAttribute("data-cblab-away", "");
+      return;
+    }
+    node.removeAttribute("data-cblab-away");
+    // Its heatmaps were not measured while folded (Heatmap.measure): they are now, after the
+    // next layout (observing again makes the ResizeObserver report them once more).
+    if (!resizes) return;
+    node.querySelectorAll("table.cblab-map").forEach(function (table) {
+      var map = mapOfTable.get(table);
+      if (map && map.unmeasured) {
+        resizes.unobserve(table);
+        resizes.observe(table);
+      }
+    });
   }
 
   /**
@@ -284,6 +298,15 @@
     node.setAttribute("data-cblab-warm", "");
     parent.append(node);
     void node.offsetHeight;  // style and layout, now (in idle time)
+    // Its heatmaps measured now, laid out and not yet folded: never while folded, which would
+    // lay out what content-visibility skips (review finding 24).
+    var maps = [];
+    node.querySelectorAll("table.cblab-map").forEach(function (table) {
+      var map = mapOfTable.get(table);
+      if (map) maps.push(map);
+    });
+    maps.forEach(function (map) { map.measure(); });
+    maps.forEach(function (map) { map.place(); });
     node.removeAttribute("data-cblab-warm");
     fold(node, true);
   }
@@ -317,6 +340,12 @@
         if (map) map.sighted(entry.isIntersecting);
       });
     }, {rootMargin: "300px 0px"}) : null;
+  // A new width: what is folded away is measured again when it is unfolded (fold).
+  window.addEventListener("resize", function () {
+    liveMaps.forEach(function (map) {
+      if (map.table.closest("[data-cblab-away]")) map.unmeasured = true;
+    });
+  });
   var resizes = typeof ResizeObserver === "function" ? new ResizeObserver(function (entries) {
     var maps = entries.map(function (entry) { return mapOfTable.get(entry.target); });
     maps.forEach(function (map) { map.measure(); });  // every read first,
@@ -328,7 +357,8 @@
     function read(name) { return style.getPropertyValue(name).trim(); }
     palette = {weight: read("--cblab-weight"), pos: read("--cblab-pos"), neg: read("--cblab-neg"),
                line: read("--cblab-line"), hatch: read("--cblab-hatch"), dash: read("--cblab-dash"),
-               cut: read("--cblab-cut")};
+               cut: read("--cblab-cut"), wash: read("--cblab-wash"), mark: read("--cblab-mark"),
+               cross: read("--cblab-cross")};
   }
 
   var rgbCache = {}, probe = null;
@@ -365,10 +395,12 @@
   /**
    * One matrix: n rows (the tokens) by m columns (the tokens, or the dimensions 1 .. m).
    * kind "weight": values in [0, 1] in one hue, its opacity sqrt(value) (a spread-out row still
-   * shows). kind "signed": diverging, + and - in two hues, opacity |value| / the largest |value|
-   * shown. Hidden cells (mask) are hatched, with a dash. Columns may come in groups of
-   * `groupEvery` (a line between them), with a header row of their own (`groups`: {label, sr}).
-   * Only one cell of the table is in the tab order; the arrow keys move between them.
+   * shows). kind "signed": diverging, + and - in two hues, opacity |value| / `limit` (clipped at
+   * 1): one fixed scale per quantity (data.scales), whatever the stage and the controls, so that
+   * a value has one colour everywhere. Hidden cells (mask) are hatched, with a dash. Columns
+   * may come in groups of `groupEvery` (a line between them), with a header row of their own
+   * (`groups`: {label, sr}). Only one cell of the table is in the tab order; the arrow keys move
+   * between them. The cell being read is outlined, its row and column lit (`setMark`).
    */
   function Heatmap(spec) {
     var n = spec.rows.length, m = spec.cols.length, self = this;
@@ -382,6 +414,10 @@
     }) : spec.cols;
     this.tokenCols = spec.tokenCols;
     this.hiddenWord = spec.hiddenWord;
+    this.limit = spec.limit || 1;  // signed: the value drawn at full colour
+    this.padWord = spec.padWord;
+    this.mark = -1;            // the cell being read: outlined, its row and column lit
+    this.unmeasured = false;
     this.values = null;
     this.visible = null;
     this.shown = new Int32Array(n * m).fill(-2147483648);  // each cell's label, in hundredths
@@ -417,15 +453,22 @@
           [el("span", {className: "cblab-sr", text: group.sr}), group.label]));
       });
     }
+    // A token's header holds, in a box of fixed size (.cblab-label, contain: strict), the token
+    // and the padding word in one place, one of them shown (markPadding: a class, no layout).
+    function tokenLabel(label) {
+      return el("span", {className: "cblab-label"}, [
+        el("span", {className: "cblab-token", text: label}),
+        el("span", {className: "cblab-padword", text: spec.padWord || ""})]);
+    }
     spec.cols.forEach(function (label) {
       var th = el("th", {scope: "col", className: spec.tokenCols ? "cblab-col" : "cblab-dim"},
-        [label]);
+        [spec.tokenCols ? tokenLabel(label) : label]);
       self.colHeads.push(th);
     });
     headRow.append.apply(headRow, this.colHeads);
     var body = el("tbody");
     spec.rows.forEach(function (label, r) {
-      var th = el("th", {scope: "row", className: "cblab-row"}, [label]);
+      var th = el("th", {scope: "row", className: "cblab-row"}, [tokenLabel(label)]);
       self.rowHeads.push(th);
       var tr = el("tr", null, [th]);
       for (var c = 0; c < m; c++) {
@@ -458,9 +501,18 @@
     if (onScreen && this.stale) this.draw();
   };
 
-  /** Measures where the cells are (after layout: in the ResizeObserver's callback). */
+  /**
+   * Measures where the cells are (after layout: in the ResizeObserver's callback). Not while
+   * folded away: that would lay out what content-visibility skips; the map is measured when it
+   * is unfolded (fold).
+   */
   Heatmap.prototype.measure = function () {
     var cells = this.cells, m = this.m, n = this.n;
+    if (this.table.closest("[data-cblab-away]")) {
+      if (!this.xs) this.unmeasured = true;  // else: as measured before it was folded
+      return;
+    }
+    this.unmeasured = false;
     var origin = cells[0].getBoundingClientRect();
     if (origin.width === 0) {  // not shown
       this.xs = this.ys = null;
@@ -477,7 +529,7 @@
 
   /** Sizes the canvases to the cells just measured and paints them. */
   Heatmap.prototype.place = function () {
-    if (!this.xs) return;
+    if (!this.xs || this.unmeasured) return;
     var width = this.xs[this.m], height = this.ys[this.n];
     this.colours.style.width = width + "px";
     this.colours.style.height = height + "px";
@@ -535,8 +587,10 @@
     this.paintColours();
     var ratio = window.devicePixelRatio || 1, drawn = this.gridDrawn, visible = this.visible;
     if (!drawn || drawn.palette !== palette || drawn.ratio !== ratio
-        || drawn.groupEvery !== this.groupEvery || !sameMask(drawn.visible, visible)) {
+        || drawn.groupEvery !== this.groupEvery || drawn.padFrom !== this.padFrom
+        || drawn.mark !== this.mark || !sameMask(drawn.visible, visible)) {
       this.gridDrawn = {palette: palette, ratio: ratio, groupEvery: this.groupEvery,
+                        padFrom: this.padFrom, mark: this.mark,
                         visible: visible && visible.slice()};
       this.paintGrid(ratio);
     }
@@ -551,19 +605,12 @@
 
   /**
    * The cells' colours, one pixel each: the hue, its opacity the value ("weight": its square
-   * root, so a spread-out row still shows; "signed": |value| / the largest |value| shown, in the
-   * hue of its sign). A hidden cell is transparent: the grid's hatch shows there.
+   * root, so a spread-out row still shows; "signed": |value| / the map's fixed `limit`, at most
+   * 1, in the hue of its sign). A hidden cell is transparent: the grid's hatch shows there.
    */
   Heatmap.prototype.paintColours = function () {
     var n = this.n, m = this.m, values = this.values, visible = this.visible, i;
-    var scale = 1;
-    if (this.kind === "signed") {
-      var max = 0;
-      for (i = 0; i < values.length; i++) {
-        if (!visible || visible[i]) max = Math.max(max, Math.abs(values[i]));
-      }
-      scale = max > 0 ? 1 / max : 0;
-    }
+    var scale = 1 / this.limit;
     var hue = rgb(this.hue || palette.weight), pos = rgb(palette.pos), neg = rgb(palette.neg);
     var ctx = this.coloursCtx || (this.coloursCtx = this.colours.getContext("2d"));
     var image = this.image || (this.image = ctx.createImageData(m, n));
@@ -576,7 +623,7 @@
         alpha = Math.sqrt(Math.max(0, Math.min(1, value)));
       } else {
         colour = value < 0 ? neg : pos;
-        alpha = Math.abs(value) * scale;
+        alpha = Math.min(1, Math.abs(value) * scale);
       }
       pixels[4 * i] = colour[0];
       pixels[4 * i + 1] = colour[1];
@@ -635,6 +682,17 @@
         ctx.fillRect(xs[c] + w * 0.3, (ys[r] + ys[r + 1]) / 2 - 0.75, w * 0.4, 1.5);
       });
     }
+    if (this.padFrom < n) {  // padding's query rows: computed, then ignored (washed out)
+      ctx.fillStyle = palette.wash;
+      ctx.fillRect(0, ys[this.padFrom], xs[m], ys[n] - ys[this.padFrom]);
+    }
+    var mark = this.mark;
+    if (mark >= 0) {  // the cell being read: its row and column lit
+      var mr = Math.floor(mark / m), mc = mark % m;
+      ctx.fillStyle = palette.cross;
+      ctx.fillRect(0, ys[mr], xs[m], ys[mr + 1] - ys[mr]);
+      ctx.fillRect(xs[mc], 0, xs[mc + 1] - xs[mc], ys[n]);
+    }
     ctx.fillStyle = palette.line;  // the grid
     for (c = 0; c <= m; c++) ctx.fillRect(xs[c] - 0.5, -0.5, 1, ys[n] + 1);
     for (r = 0; r <= n; r++) ctx.fillRect(-0.5, ys[r] - 0.5, xs[m] + 1, 1);
@@ -644,28 +702,50 @@
         ctx.fillRect(xs[c] - 1, -1, 2, ys[n] + 2);
       }
     }
+    if (mark >= 0) {  // and itself outlined, 2 px, inside the cell
+      ctx.strokeStyle = palette.mark;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(xs[mc] + 1, ys[mr] + 1, xs[mc + 1] - xs[mc] - 2, ys[mr + 1] - ys[mr] - 2);
+    }
+  };
+
+  /** Outlines cell ``index`` (-1: none), with a light crosshair on its row and column. */
+  Heatmap.prototype.setMark = function (index) {
+    if (index === this.mark) return;
+    this.mark = index;
+    this.draw();
   };
 
   /**
-   * Marks the tokens at and after the position given as padding (n: none): their headers dimmed and
-   * dotted, with words.padding_token as their title (shown on hover, read as a description).
+   * Marks the tokens at and after the position given as padding (n: none): their headers say
+   * the padding word (words.lab_pad_token: real padding is filler, not the sentence's last
+   * words), dimmed and dotted; the padded query rows are washed out (paintGrid).
    */
-  Heatmap.prototype.markPadding = function (from, word) {
+  Heatmap.prototype.markPadding = function (from) {
     if (from === this.padFrom) return;
     this.padFrom = from;
     function mark(th, position) {
-      th.classList.toggle("cblab-pad", position >= from);
-      if (position >= from) th.title = word;
-      else th.removeAttribute("title");
+      var padded = position >= from;
+      if (th.classList.contains("cblab-pad") !== padded) th.classList.toggle("cblab-pad", padded);
     }
     this.rowHeads.forEach(mark);
     if (this.tokenCols) this.colHeads.forEach(mark);
   };
 
+  /** Row ``r``'s label as shown (the padding word on a padded position). */
+  Heatmap.prototype.rowLabel = function (r) {
+    return r >= this.padFrom ? this.padWord : this.rowLabels[r];
+  };
+
+  /** Column ``c``'s label as shown. */
+  Heatmap.prototype.colLabel = function (c) {
+    return this.tokenCols && c >= this.padFrom ? this.padWord : this.colLabels[c];
+  };
+
   /** What the readout says of cell ``index``. */
   Heatmap.prototype.describe = function (index) {
     var r = Math.floor(index / this.m), c = index % this.m;
-    var row = this.rowLabels[r], col = this.colLabels[c];
+    var row = this.rowLabel(r), col = this.colLabel(c);
     var where = row + (this.tokenCols ? " → " + col : " · " + col);
     var what = this.values === null ? ""
       : this.visible && !this.visible[index] ? " · " + this.hiddenWord
@@ -674,26 +754,81 @@
   };
 
   /**
-   * Readout and keyboard for every heatmap inside ``root``: pointing at a cell, tapping it or
-   * focusing it writes its value into ``readout``; the arrow keys (Home, End) move between cells.
+   * The heatmaps inside ``root`` that are shown (not folded away), in the page's order; only
+   * those like ``like`` (the same kind and shape), if given.
    */
-  function wireHeatmaps(root, readout) {
-    var current = null;  // [map, index] of the cell last described
-    function show(target) {
-      var cell = target.closest ? target.closest("td.cblab-cell") : null;
-      if (!cell || !root.contains(cell)) return;
-      var map = mapOfTable.get(cell.closest("table"));
+  function shownMaps(root, like) {
+    var out = [];
+    root.querySelectorAll("table.cblab-map").forEach(function (table) {
+      var map = mapOfTable.get(table);
+      if (!map || table.closest("[data-cblab-away]")) return;
+      if (like && (map.kind !== like.kind || map.n !== like.n || map.m !== like.m)) return;
+      out.push(map);
+    });
+    return out;
+  }
+
+  /**
+   * Readout and keyboard for every heatmap inside ``root``: pointing at a cell, tapping it (or
+   * dragging a finger over the cells) or focusing it writes its value into ``readout`` and
+   * outlines it on its map; the arrow keys (Home, End) move between cells. When its map is
+   * folded away or replaced (another number of heads, another stage), the readout moves to the
+   * same cell of the map of the same kind and shape in the same place (the first head's to the
+   * first head's), if there is one, or goes back to the hint (review finding 1).
+   * Returns {refresh(), current(): [map, index] or null}.
+   */
+  function wireHeatmaps(root, readout, hint) {
+    var current = null;  // {map, index, place: the map's place among those shown}
+    function select(cell) {
+      var cellNode = cell && cell.closest ? cell.closest("td.cblab-cell") : null;
+      if (!cellNode || !root.contains(cellNode)) return;
+      var map = mapOfTable.get(cellNode.closest("table"));
       if (!map) return;
-      current = [map, map.cells.indexOf(cell)];
+      var index = map.cells.indexOf(cellNode);
+      if (current && current.map === map && current.index === index) return;
+      if (current && current.map !== map) current.map.setMark(-1);
+      current = {map: map, index: index, place: shownMaps(root, map).indexOf(map)};
+      map.setMark(index);
       refresh();
     }
-    function refresh() {
-      if (!current || !current[0].table.isConnected) return;
-      var text = current[0].describe(current[1]);
-      if (readout.textContent !== text) readout.textContent = text;
+    function gone(map) {
+      return !map.table.isConnected || map.table.closest("[data-cblab-away]") !== null;
     }
-    root.addEventListener("pointerover", function (event) { show(event.target); });
-    root.addEventListener("focusin", function (event) { show(event.target); });
+    function refresh() {
+      if (!current) return;
+      if (gone(current.map)) {
+        current.map.setMark(-1);
+        var next = shownMaps(root, current.map)[current.place];
+        if (next) {
+          current = {map: next, index: current.index, place: current.place};
+          next.setMark(current.index);
+        } else {
+          current = null;
+          setText(readout, hint);
+          return;
+        }
+      }
+      setText(readout, current.map.describe(current.index));
+    }
+    root.addEventListener("pointerover", function (event) { select(event.target); });
+    root.addEventListener("focusin", function (event) { select(event.target); });
+    // A finger pressed on a cell and dragged sideways reads the cells it passes (a drag up or
+    // down scrolls the page: caseboard-lab.css, touch-action on the cells).
+    var dragging = null;
+    root.addEventListener("pointerdown", function (event) {
+      if (event.pointerType === "mouse") return;
+      dragging = event.pointerId;
+      select(event.target);
+    });
+    root.addEventListener("pointermove", function (event) {
+      if (event.pointerId !== dragging) return;
+      select(document.elementFromPoint(event.clientX, event.clientY));
+    });
+    ["pointerup", "pointercancel"].forEach(function (type) {
+      root.addEventListener(type, function (event) {
+        if (event.pointerId === dragging) dragging = null;
+      });
+    });
     root.addEventListener("keydown", function (event) {
       var cell = event.target;
       if (!cell.classList || !cell.classList.contains("cblab-cell")) return;
@@ -711,25 +846,90 @@
         return;
       }
       event.preventDefault();
+      event.stopPropagation();  // the arrow keys move in the table, not the forward pass's stage
       var next = map.cells[r * map.m + c];
       if (next === cell) return;
       cell.tabIndex = -1;
       next.tabIndex = 0;
       next.focus();
     });
-    return refresh;
+    return {refresh: refresh, current: function () {
+      return current && !gone(current.map) ? [current.map, current.index] : null;
+    }};
   }
 
   // --- The board ------------------------------------------------------------------------------
 
-  /** The widest token's width (CSS px) in the row headers' font (caseboard-lab.css: 0.6rem). */
-  function widestToken(tokens, box) {
+  /**
+   * The widest of ``labels`` (CSS px) in the row headers' font (caseboard-lab.css: 0.6rem): the
+   * tokens and the padding word, so that no header changes size when a token is relabelled.
+   */
+  function widestToken(labels, box) {
     var rem = parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
     var ctx = document.createElement("canvas").getContext("2d");
     ctx.font = (0.6 * rem) + "px " + getComputedStyle(box).fontFamily;
-    return Math.ceil(Math.max.apply(null, tokens.map(function (token) {
+    return Math.ceil(Math.max.apply(null, labels.map(function (token) {
       return ctx.measureText(token).width;
     })));
+  }
+
+  /** A number for the legend: three significant digits, with a real minus sign. */
+  function tick(value) {
+    return (value < 0 ? "\u2212" : "") + short(Math.abs(value));
+  }
+
+  /**
+   * The colour legend of a board (review finding 5), as text a screen reader reads: for each
+   * of ``kinds`` ("weight", "signed", "scores") a bar and its numbers (data.scales: the same
+   * scale for every stage and setting), the swatches of a hidden cell and of padding, then one
+   * line on how to read them.
+   */
+  function buildLegend(context, kinds) {
+    var words = context.words, scales = context.data.scales;
+    var items = kinds.map(function (kind) {
+      var scale = scales[kind];
+      var ticks = kind === "weight" ? scale.ticks.map(function (t) { return [t, Math.sqrt(t)]; })
+        : [[scale.range[0], 0], [0, 0.5], [scale.range[1], 1]];
+      var name = kind === "weight" ? words.lab_legend_weight
+        : kind === "signed" ? words.lab_legend_signed : words.lab_legend_scores;
+      return el("div", {className: "cblab-key cblab-key--" + kind, "data-kind": kind}, [
+        el("span", {className: "cblab-key-name", text: name}),
+        el("span", {className: "cblab-key-scale"}, [
+          el("span", {className: "cblab-bar cblab-bar--" + (kind === "weight" ? "weight"
+            : "signed"), "aria-hidden": "true"}),
+          el("span", {className: "cblab-ticks"}, ticks.map(function (t) {
+            var node = el("span", {className: "cblab-tick", "data-value": String(t[0]),
+                                   text: tick(t[0])});
+            node.style.left = (100 * t[1]) + "%";
+            return node;
+          }))])]);
+    });
+    items.push(el("div", {className: "cblab-key cblab-key--swatches"}, [
+      el("span", {className: "cblab-key-swatch"}, [
+        el("span", {className: "cblab-sample cblab-sample--hidden", "aria-hidden": "true"}),
+        words.hidden]),
+      el("span", {className: "cblab-key-swatch"}, [
+        el("span", {className: "cblab-sample cblab-sample--pad", "aria-hidden": "true"}),
+        words.lab_legend_pad])]));
+    items.push(el("p", {className: "cblab-key-note", text: [words.lab_legend_weight_note,
+      words.lab_legend_sign, words.lab_legend_clip].join(lang === "zh" ? "" : " ")}));
+    return el("div", {className: "cblab-legend", role: "group", "aria-label": words.lab_legend},
+      items);
+  }
+
+  /** The tokens that occur more than once, as words.lab_repeated says it ("" if none). */
+  function repeatedNote(words, tokens) {
+    var counts = {}, order = [];
+    tokens.forEach(function (token) {
+      if (!(token in counts)) {
+        counts[token] = 0;
+        order.push(token);
+      }
+      counts[token] += 1;
+    });
+    return order.filter(function (token) { return counts[token] > 1; }).map(function (token) {
+      return fill(words.lab_repeated, {token: token, count: counts[token]});
+    }).join(" ");
   }
 
   function start(data) {
@@ -745,6 +945,8 @@
     var state = {heads: DEFAULTS.heads, temperature: DEFAULTS.temperature, mask: DEFAULTS.mask,
                  window: DEFAULTS.window, padding: DEFAULTS.padding};
     var trace = null;
+    var padWord = words.lab_pad_token;
+    var limits = {signed: data.scales.signed.range[1], scores: data.scales.scores.range[1]};
 
     function maskValue(s) {
       return s.mask === "window" ? s.window : s.mask === "padding" ? s.padding : null;
@@ -762,6 +964,15 @@
       return {layers: out, visible: visible, padFrom: s.mask === "padding" ? s.padding : n};
     }
 
+    // Layer 1's output at the default (τ = 1, no mask) for each number of heads: what the lab's
+    // "compare with the default" subtracts.
+    var defaults = {};
+    data.heads.forEach(function (h) {
+      defaults[h] = compute({heads: h, temperature: DEFAULTS.temperature, mask: "none",
+                             window: DEFAULTS.window, padding: DEFAULTS.padding})
+        .layers[0].output;
+    });
+
     function headTitle(j, h) {
       return h === data.cast.length ? capital(data.cast[j].name)
         : capital(terms.head) + " " + (j + 1);
@@ -772,7 +983,8 @@
 
     var context = {
       data: data, words: words, terms: terms, tokens: tokens, n: n, d: d, dims: dims,
-      headTitle: headTitle, headHue: headHue, rehearse: rehearseSoon,
+      headTitle: headTitle, headHue: headHue, rehearse: rehearseSoon, defaults: defaults,
+      repeated: repeatedNote(words, tokens), forwardBox: forwardBox, labBox: labBox,
       layerTitle: function (layer, what) {
         return fill(words.layer_n, {layer: layer}) + " · " + what;
       },
@@ -785,6 +997,7 @@
           rows: tokens, cols: cols,
           tokenCols: !!spec.tokenCols, kind: spec.kind, caption: spec.caption, hue: spec.hue,
           groupEvery: spec.groupEvery, groups: spec.groups, size: spec.size,
+          limit: spec.scores ? limits.scores : limits.signed, padWord: padWord,
           hiddenWord: words.hidden});
       }
     };
@@ -793,7 +1006,7 @@
     var lab = null, forward = null, rowHead = null;
     function built(view) {
       if (!rowHead) {
-        rowHead = widestToken(tokens, view.view) + "px";
+        rowHead = widestToken(tokens.concat([padWord]), view.view) + "px";
         watchScheme(view.view);
       }
       view.view.style.setProperty("--cblab-rowhead", rowHead);
@@ -861,14 +1074,16 @@
       state: function () {
         return {heads: state.heads, temperatureIndex: state.temperature,
                 temperature: data.temperatures[state.temperature], mask: state.mask,
-                value: maskValue(state), stage: forward ? forward.stage : 0};
+                value: maskValue(state), stage: forward ? forward.stage : 0,
+                compare: lab ? lab.compare : false};
       },
-      /** Both layers' weights (h, n, n) and outputs (n, d_model), as plain arrays. */
+      /** Both layers' weights (h, n, n) and outputs (n, d_model), as plain arrays; and what the
+       * lab's output map shows (n, d_model): the output, or its difference from the default. */
       result: function () {
         return {layers: trace.layers.map(function (layer) {
           return {weights: layer.weights.map(function (w) { return nested(w, n, n); }),
                   output: nested(layer.output, n, d)};
-        })};
+        }), shown: lab && lab.outputMap.values ? nested(lab.outputMap.values, n, d) : null};
       }
     });
 
@@ -888,6 +1103,7 @@
     var self = this;
     this.context = context;
     this.state = state;
+    this.compare = false;
 
     // The controls.
     var headsName = nextId("heads");
@@ -908,9 +1124,15 @@
     var scaleValue = el("span", {className: "cblab-scale"});
     this.temperatureValue = textBox(temperatureValue);
     this.scaleValue = textBox(scaleValue);
+    var ends = [0, data.temperatures.length - 1].map(function (i) {
+      return el("span", {className: "cblab-end", "aria-hidden": "true",
+                         text: short(data.temperatures[i])});
+    });
     var temperatureField = el("div", {className: "cblab-field cblab-temperature"}, [
       el("label", {"for": tId, text: words.temperature}),
-      el("span", {className: "cblab-range"}, [this.temperature]), temperatureValue, scaleValue]);
+      el("span", {className: "cblab-range cblab-range--ends"}, [ends[0], this.temperature,
+                                                               ends[1]]),
+      temperatureValue, scaleValue]);
 
     var maskId = nextId("mask");
     this.mask = el("select", {id: maskId}, Object.keys(data.masks).map(function (kind) {
@@ -932,7 +1154,17 @@
 
     var toolbar = el("div", {className: "cblab-toolbar"},
       [headsField, temperatureField, maskField, this.paramField]);
+    this.toolbar = toolbar;
 
+    function said(target) {  // what the live region says changed
+      if (target.name === headsName) return capital(terms.number_of_heads) + " = " + state.heads;
+      if (target === self.temperature) {
+        return "τ = " + short(data.temperatures[state.temperature]);
+      }
+      if (target === self.mask) return capital(terms.mask) + " = " + words["mask_" + state.mask];
+      return capital(state.mask === "window" ? words.lab_look_back : words.length) + " = "
+        + state[state.mask];
+    }
     function read(event) {
       var target = event.target;
       if (target.name === headsName) {
@@ -950,6 +1182,7 @@
       if (key === self.key) return;  // `input` and `change` of one move: compute once
       self.key = key;
       onChange();
+      self.sayLater(said(target));
     }
     toolbar.addEventListener("input", read);
     toolbar.addEventListener("change", read);
@@ -957,19 +1190,34 @@
 
     // Layer 1's weights: one heatmap per head, a set of them for each number of heads (built
     // when first needed, or in idle time), all but one folded away: a change of heads swaps
-    // them without laying out or retitling a table.
+    // them without laying out or retitling a table. Beside them (on a wide screen) or below,
+    // layer 1's output, or its difference from the default's (review finding 32).
     this.weightsTitle = el("h3", {className: "cblab-title",
       text: context.layerTitle(1, words.stages[3])});
     this.sets = {};
     this.maps = el("div", {className: "cblab-sets"});
-    this.readout = el("p", {className: "cblab-readout",
-      text: words.cell_hint});
-    this.outputMap = context.map({kind: "signed", caption: context.layerTitle(1, words.output)});
+    this.readout = el("p", {className: "cblab-readout", text: words.cell_hint});
+    this.outputCaption = context.layerTitle(1, words.output);
+    this.outputMap = context.map({kind: "signed", caption: this.outputCaption});
+    this.compareInput = el("input", {type: "checkbox", id: nextId("compare")});
+    var compareField = el("label", {className: "cblab-compare", "for": this.compareInput.id},
+      [this.compareInput, words.lab_compare]);
+    this.compareInput.addEventListener("change", function () {
+      self.compare = self.compareInput.checked;
+      self.outputMap.captionText.nodeValue = self.compare
+        ? context.layerTitle(1, words.lab_compare_caption) : self.outputCaption;
+      if (self.trace) self.draw();
+    });
     var outputBox = el("div", {className: "cblab-scroll"}, [this.outputMap.table]);
-    this.board = el("div", {className: "cblab-board"}, [this.weightsTitle, this.maps,
-      this.readout, outputBox]);
-    this.view = el("div", {className: "cblab-live"}, [toolbar, this.board]);
-    this.refreshReadout = wireHeatmaps(this.view, this.readout);
+    this.board = el("div", {className: "cblab-board"}, [
+      el("div", {className: "cblab-lab-weights"}, [this.weightsTitle, this.maps]),
+      el("div", {className: "cblab-lab-output"}, [compareField, outputBox])]);
+    this.say = el("p", {className: "cblab-sr", "aria-live": "polite"});
+    this.slot = el("div", {className: "cblab-bar-slot"}, [toolbar]);
+    // The legend under the controls, above what it explains: the same place whatever is shown.
+    this.view = el("div", {className: "cblab-live"}, [this.slot,
+      buildLegend(context, ["weight", "signed"]), this.board, this.readout, this.say]);
+    this.wire = wireHeatmaps(this.view, this.readout, words.cell_hint);
     this.shownHeads = 0;
     this.pending = false;
     this.seen = sight(this.board, function () {
@@ -977,7 +1225,107 @@
     });
     box.append(this.view);
     box.classList.add("caseboard--live");
+    this.stick();
   }
+
+  /**
+   * The controls stay in reach (review finding 4): while the lab or the forward pass is on the
+   * screen and the controls' own place has gone up under the header, the one set of controls
+   * sticks under the header ([data-cblab-stuck], caseboard-lab.css), its place kept at its
+   * height so that nothing moves. Observers only: nothing is measured on an update.
+   */
+  LabView.prototype.stick = function () {
+    if (typeof IntersectionObserver !== "function") return;
+    var self = this, slot = this.slot, toolbar = this.toolbar;
+    var header = document.querySelector(".md-header");
+    var top = header ? header.offsetHeight : 0;
+    var mark = slot.insertBefore(el("span", {className: "cblab-bar-mark"}), toolbar);
+    var seen = {mark: false, parts: new Map()};
+    function place() {
+      var box = slot.getBoundingClientRect();
+      toolbar.style.left = box.left + "px";
+      toolbar.style.width = box.width + "px";
+    }
+    function apply() {
+      var on = false;
+      seen.parts.forEach(function (visible) { on = on || visible; });
+      var stuck = seen.mark && on;
+      if (stuck === toolbar.hasAttribute("data-cblab-stuck")) return;
+      if (stuck) {
+        slot.style.height = toolbar.offsetHeight + "px";
+        place();
+        toolbar.setAttribute("data-cblab-stuck", "");
+      } else {
+        toolbar.removeAttribute("data-cblab-stuck");
+        toolbar.style.left = toolbar.style.width = slot.style.height = "";
+      }
+    }
+    toolbar.style.setProperty("--cblab-top", top + "px");
+    var observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.target === mark) {  // its place has gone up, under the header
+          seen.mark = !entry.isIntersecting && entry.rootBounds !== null
+            && entry.boundingClientRect.top < entry.rootBounds.top;
+        } else {
+          seen.parts.set(entry.target, entry.isIntersecting);
+        }
+      });
+      apply();
+    }, {rootMargin: (-top) + "px 0px 0px 0px"});
+    [mark, this.context.labBox, this.context.forwardBox].forEach(function (node) {
+      if (node) observer.observe(node);
+    });
+    window.addEventListener("resize", function () {
+      if (toolbar.hasAttribute("data-cblab-stuck")) place();
+    });
+    this.isStuck = function () { return toolbar.hasAttribute("data-cblab-stuck"); };
+    void self;
+  };
+
+  /**
+   * Says in the live region, once the controls have rested (SAY_AFTER_MS), what changed and what
+   * it did (review finding 20): the mean of each row's largest weight, the cells the mask
+   * hides, and the strongest key of the row being read.
+   */
+  LabView.prototype.sayLater = function (changed) {
+    var self = this;
+    this.changed = changed;
+    if (this.sayTimer) window.clearTimeout(this.sayTimer);
+    this.sayTimer = window.setTimeout(function () {
+      self.sayTimer = null;
+      setText(self.say, self.summary(self.changed));
+    }, SAY_AFTER_MS);
+  };
+
+  /** The live region's sentence after a change (``changed``: the control and its value). */
+  LabView.prototype.summary = function (changed) {
+    var words = this.context.words, n = this.context.n, layer = this.trace.layers[0];
+    var total = 0, rows = 0, hidden = 0, i, k;
+    layer.weights.forEach(function (w) {
+      for (i = 0; i < n; i++) {
+        var top = 0;
+        for (k = 0; k < n; k++) top = Math.max(top, w[i * n + k]);
+        total += top;
+        rows += 1;
+      }
+    });
+    var parts = [changed + ".", fill(words.lab_said_summary,
+      {mean: fixed(total / rows, 2), even: short(1 / n)})];
+    var visible = this.trace.visible;
+    for (i = 0; i < visible.length; i++) if (!visible[i]) hidden += 1;
+    if (hidden) parts.push(fill(words.lab_said_hidden, {count: hidden}));
+    var current = this.wire.current();
+    if (current && current[0].kind === "weight" && current[0].values) {
+      var map = current[0], r = Math.floor(current[1] / map.m), best = 0;
+      for (k = 1; k < map.m; k++) {
+        if (map.values[r * map.m + k] > map.values[r * map.m + best]) best = k;
+      }
+      parts.push(fill(words.lab_said_row, {head: map.captionText.nodeValue,
+        row: map.rowLabel(r), key: map.colLabel(best),
+        value: fixed(map.values[r * map.m + best], 2)}));
+    }
+    return parts.join(" ");
+  };
 
   /** The heatmaps of layer 1's weights with ``h`` heads, built (folded away) if need be. */
   LabView.prototype.set = function (h) {
@@ -1001,11 +1349,12 @@
     var temperature = "τ = " + short(data.temperatures[state.temperature]);
     setText(this.temperatureValue, temperature);
     this.temperature.setAttribute("aria-valuetext", temperature);
-    setText(this.scaleValue, fill(words.scale, {value: short(layer.scale)}));
+    setText(this.scaleValue, fill(words.lab_scale_dk, {dk: layer.dk, value: short(layer.scale)}));
     var span = data.masks[state.mask];
     if (this.paramField.hidden !== !span) this.paramField.hidden = !span;  // unchanged: untouched
     if (span) {
-      setText(this.paramLabel, capital(state.mask === "window" ? words.width : words.length));
+      setText(this.paramLabel, capital(state.mask === "window" ? words.lab_look_back
+        : words.length));
       if (this.param.min !== String(span[0])) this.param.min = String(span[0]);
       if (this.param.max !== String(span[1])) this.param.max = String(span[1]);
       var value = String(state[state.mask]);
@@ -1019,7 +1368,7 @@
   };
 
   LabView.prototype.draw = function () {
-    var words = this.context.words, data = this.context.data, self = this;
+    var data = this.context.data, self = this;
     var h = this.heads, trace = this.trace, layer = trace.layers[0];
     this.pending = false;
     var set = this.set(h);
@@ -1034,12 +1383,18 @@
       }
     }
     set.maps.forEach(function (map, j) {
-      map.markPadding(trace.padFrom, words.padding_token);
+      map.markPadding(trace.padFrom);
       map.update(layer.weights[j], trace.visible);
     });
-    this.outputMap.markPadding(trace.padFrom, words.padding_token);
-    this.outputMap.update(layer.output, null);
-    this.refreshReadout();
+    var output = layer.output;
+    if (this.compare) {  // the output minus the default's (τ = 1, no mask), same heads
+      var base = this.context.defaults[h];
+      output = this.difference || (this.difference = new Float64Array(output.length));
+      for (var i = 0; i < output.length; i++) output[i] = layer.output[i] - base[i];
+    }
+    this.outputMap.markPadding(trace.padFrom);
+    this.outputMap.update(output, null);
+    this.wire.refresh();
   };
 
   // --- Part 3: the forward pass, live ---------------------------------------------------------
@@ -1072,7 +1427,9 @@
       return context.headTitle(j, h) + (what ? " · " + what : "");
     };
     if (index === 0) {
-      wide(context.map({kind: "signed", caption: "X"}), function (t) { return t.layers[0].x; });
+      // Captioned with what X is, not the stage's title again (review finding 8).
+      wide(context.map({kind: "signed", caption: context.layerTitle(1, "X")}),
+           function (t) { return t.layers[0].x; });
     } else if (index === 1) {
       // One table per head: its queries, keys and values side by side, (n, 3 d_k).
       var groups = [["Q", terms.query], ["K", terms.key], ["V", terms.value]].map(function (g) {
@@ -1097,7 +1454,8 @@
       var key = index === 2 ? "scores" : "weights";
       perHead(function (j) {
         add(node, context.map({kind: index === 2 ? "signed" : "weight", tokenCols: true,
-                               caption: title(j), hue: context.headHue(j, h)}),
+                               scores: index === 2, caption: title(j),
+                               hue: context.headHue(j, h)}),
             function (t) { return t.layers[0][key][j]; }, true);
       });
     } else if (index === 4) {
@@ -1157,13 +1515,36 @@
         [this.previous, this.play, this.next, this.indicator]), list]);
     this.summary = el("a", {className: "cblab-summary cblab-text", href: "#lab"});
     this.title = el("h3", {className: "cblab-title"});
-    this.note = el("p", {className: "cblab-note cblab-text"});
+    this.note = el("p", {className: "cblab-note cblab-text", "data-cblab-off": ""});
+    // What each stage computes (words.stage_notes), with a link to the chapter that teaches
+    // it; the repeated tokens' note on stages 1 and 4. All stacked in one place, only the
+    // current stage's shown: the place is as tall as the tallest, so nothing below jumps.
+    var notes = words.stage_notes || [];
+    this.notes = words.stages.map(function (name, index) {
+      var note = notes[index], children = [];
+      if (note) {
+        var link = el("a", {href: new URL("../" + note.href, location.href).href,
+                            text: note.link});
+        children.push(el("span", {className: "cblab-explain-text"}), " ", link);
+      }
+      if (context.repeated && (index === 0 || index === 3)) {
+        children.push(el("span", {className: "cblab-repeat", text: " " + context.repeated}));
+      }
+      return el("p", {className: "cblab-explain-note", "data-stage": String(index)}, children);
+    });
+    this.explain = el("div", {className: "cblab-explain"}, this.notes);
     this.holder = el("div", {className: "cblab-stage"});
     this.readout = el("p", {className: "cblab-readout",
       text: words.cell_hint});
-    this.view = el("div", {className: "cblab-live cblab-forward"}, [this.stepper, this.summary,
-      this.title, this.note, this.holder, this.readout]);
-    this.refreshReadout = wireHeatmaps(this.holder, this.readout);
+    // Focusable (not in the tab order): a click on the board puts the keyboard there, for the
+    // arrow keys.
+    // The legend above the stage: the stage area keeps the tallest stage's height, so below
+    // it the legend would sit under an empty band on the short stages, off a phone's screen.
+    this.view = el("div", {className: "cblab-live cblab-forward", tabindex: "-1"}, [
+      this.stepper, this.summary, buildLegend(context, ["weight", "signed", "scores"]),
+      el("div", {className: "cblab-stage-head"}, [this.title, this.note]), this.explain,
+      this.holder, this.readout]);
+    this.wire = wireHeatmaps(this.holder, this.readout, words.cell_hint);
 
     this.previous.addEventListener("click", function () { self.stop(); self.go(self.stage - 1); });
     this.next.addEventListener("click", function () { self.stop(); self.go(self.stage + 1); });
@@ -1174,9 +1555,12 @@
     this.stageButtons.forEach(function (button, index) {
       button.addEventListener("click", function () { self.stop(); self.go(index); });
     });
-    this.stepper.addEventListener("keydown", function (event) {
+    // The arrow keys step anywhere on the board but in a table (its cells) or a control that
+    // has arrow keys of its own (review finding 19).
+    this.view.addEventListener("keydown", function (event) {
       var step = event.key === "ArrowLeft" ? -1 : event.key === "ArrowRight" ? 1 : 0;
-      if (!step) return;
+      if (!step || event.altKey || event.ctrlKey || event.metaKey) return;
+      if (event.target.closest && event.target.closest("table, input, select, textarea")) return;
       event.preventDefault();
       self.stop();
       var inList = self.stageButtons.indexOf(event.target) >= 0;
@@ -1193,6 +1577,14 @@
         self.pending = false;
         self.render();
       }
+    });
+    var width = window.innerWidth;
+    window.addEventListener("resize", function () {
+      if (window.innerWidth === width) return;
+      width = window.innerWidth;
+      self.sized = null;
+      self.holder.style.minHeight = "";
+      self.sizeSoon();
     });
   }
 
@@ -1217,8 +1609,25 @@
     index = Math.max(0, Math.min(this.count - 1, index));
     if (index === this.stage && this.shownStage === index) return;
     var changed = index !== this.stage;
+    // The keyboard's focus on a cell of the stage that goes (Play): kept on the same cell of
+    // the next stage's map in the same place, or on Play (review finding 17).
+    var active = document.activeElement, focus = null;
+    if (active && this.holder.contains(active) && active.classList.contains("cblab-cell")) {
+      var map = mapOfTable.get(active.closest("table"));
+      focus = [shownMaps(this.holder).indexOf(map), map.cells.indexOf(active)];  // any kind
+    }
     this.stage = index;
     this.show();
+    if (focus) {
+      var next = shownMaps(this.holder)[focus[0]];
+      var cell = next && next.cells[focus[1]];
+      if (cell) {
+        next.cells.forEach(function (c) { c.tabIndex = c === cell ? 0 : -1; });
+        cell.focus();
+      } else {
+        this.play.focus();
+      }
+    }
     if (changed && !this.reduced.matches && this.holder.animate) {
       this.holder.animate([{opacity: 0.25}, {opacity: 1}], {duration: 200, easing: "ease-out"});
     }
@@ -1248,7 +1657,7 @@
     if (view.drawn !== trace || view.heads !== heads) {
       view.parts.forEach(function (part) {
         if (part.cuts) part.map.groupEvery = part.cuts(heads);
-        part.map.markPadding(trace.padFrom, words.padding_token);
+        part.map.markPadding(trace.padFrom);
         part.map.update(part.values(trace), part.masked ? trace.visible : null);
       });
       view.drawn = trace;
@@ -1257,7 +1666,8 @@
     if (this.labelled !== stage) {
       this.labelled = stage;
       setText(this.title, words.stages[stage]);
-      setText(this.indicator, fill(words.stage, {index: stage + 1, count: this.count}));
+      setText(this.indicator, fill(words.lab_stage_step,
+        {index: stage + 1, count: this.count, name: words.stages[stage]}));
       // aria-disabled, not disabled: a disabled button would drop the keyboard's focus.
       this.previous.setAttribute("aria-disabled", String(stage === 0));
       this.next.setAttribute("aria-disabled", String(stage === this.count - 1));
@@ -1265,11 +1675,85 @@
         if (index === stage) button.setAttribute("aria-current", "step");
         else button.removeAttribute("aria-current");
       });
+      this.notes.forEach(function (note, index) {
+        if (index === stage) note.removeAttribute("data-cblab-off");
+        else note.setAttribute("data-cblab-off", "");
+      });
     }
-    setText(this.note, stage === 2 || stage === 3
-      ? fill(words.scale, {value: short(trace.layers[0].scale)}) : "");
-    if (this.note.hidden !== !this.note.textContent) this.note.hidden = !this.note.textContent;
-    this.refreshReadout();
+    this.writeNote(stage, heads);
+    var scaled = stage === 2 || stage === 3;
+    setText(this.note, scaled ? fill(words.lab_scale_dk,
+      {dk: trace.layers[0].dk, value: short(trace.layers[0].scale)}) : "");
+    if (this.note.hasAttribute("data-cblab-off") === scaled) {
+      if (scaled) this.note.removeAttribute("data-cblab-off");
+      else this.note.setAttribute("data-cblab-off", "");
+    }
+    this.wire.refresh();
+    this.sizeSoon();
+  };
+
+  /** The stage's note (words.stage_notes), its placeholders filled for ``heads`` heads. */
+  ForwardView.prototype.writeNote = function (stage, heads) {
+    var context = this.context, note = (context.words.stage_notes || [])[stage];
+    if (!note) return;
+    var text = this.notes[stage].querySelector(".cblab-explain-text");
+    setText(text, fill(note.text, {n: context.n, d: context.d, h: heads, dk: context.d / heads}));
+  };
+
+  /**
+   * The stage's place keeps the height of the tallest stage, whatever the number of heads, at
+   * this width, so that neither a step nor a change of heads moves what lies below (review
+   * finding 15), and a change lays out nothing after the stage: each view is built and
+   * measured in idle time, one at a time (`sized`: the tallest, per number of heads).
+   */
+  ForwardView.prototype.sizeSoon = function () {
+    if (this.sized || this.sizing) {
+      this.fitHeight();
+      return;
+    }
+    var self = this, heads = this.context.data.heads, todo = [], tallest = {};
+    heads.forEach(function (h) {
+      tallest[h] = 0;
+      for (var stage = 0; stage < self.count; stage++) todo.push([stage, h]);
+    });
+    this.sizing = true;
+    function step() {
+      if (!todo.length) {
+        self.sizing = false;
+        self.sized = tallest;
+        self.fitHeight();
+        return;
+      }
+      var next = todo.shift(), view = self.view_(next[0], next[1]), node = view.node;
+      var inHolder = node.parentNode === self.holder;
+      var away = node.hasAttribute("data-cblab-away");
+      var height;
+      if (inHolder && !away) {
+        height = node.offsetHeight;
+      } else {
+        // Laid out apart, at the holder's width, never painted (height 0, overflow hidden).
+        if (away) node.removeAttribute("data-cblab-away");
+        node.setAttribute("data-cblab-warm", "");
+        if (!inHolder) self.holder.append(node);
+        height = node.scrollHeight;
+        node.removeAttribute("data-cblab-warm");
+        if (!inHolder) node.remove();
+        else node.setAttribute("data-cblab-away", "");
+      }
+      tallest[next[1]] = Math.max(tallest[next[1]], height);
+      later(step);
+    }
+    later(step);
+  };
+
+  /** The stage's place as tall as the tallest stage. */
+  ForwardView.prototype.fitHeight = function () {
+    if (!this.sized) return;
+    var sized = this.sized;
+    var height = Math.max.apply(null, Object.keys(sized).map(function (h) {
+      return sized[h];
+    })) + "px";
+    if (this.holder.style.minHeight !== height) this.holder.style.minHeight = height;
   };
 
   /** The view of ``stage`` with ``heads`` heads, built if need be (not yet on the page). */
@@ -1306,7 +1790,7 @@
     var parts = [capital(terms.number_of_heads) + " = " + state.heads,
                  "τ = " + short(context.data.temperatures[state.temperature]),
                  capital(terms.mask) + " = " + words["mask_" + state.mask]];
-    if (state.mask === "window") parts.push(words.width + " = " + state.window);
+    if (state.mask === "window") parts.push(words.lab_look_back + " = " + state.window);
     if (state.mask === "padding") parts.push(words.length + " = " + state.padding);
     setText(this.summary, "↑ " + parts.join(" · "));
     this.show();

@@ -715,8 +715,15 @@ def test_the_forward_pass_keeps_its_height_the_keys_step_and_play_keeps_the_focu
     page.wait_for_function("() => window.caseBoardLab.state().stage === 4", timeout=5000)
     focused = page.evaluate("""() => document.activeElement.matches(
         '#caseboard-forward .cblab-stage td.cblab-cell')""")
-    forward.locator(".cblab-play").click()  # pause
     assert focused
+    # ... and Play holds while the pointer rests on the stage, going on when it leaves.
+    forward.locator(".cblab-stage").hover()
+    held = page.evaluate(STATE)["stage"]
+    page.wait_for_timeout(3500)  # longer than a step (3 s)
+    assert page.evaluate(STATE)["stage"] == held
+    forward.locator(".cblab-play").hover()
+    page.wait_for_function(f"() => window.caseBoardLab.state().stage > {held}", timeout=5000)
+    forward.locator(".cblab-play").click()  # pause
 
 
 def test_a_wide_matrix_shows_it_scrolls(boards):

@@ -1593,6 +1593,9 @@
     if (this.stage === this.count - 1) this.go(0);
     this.play.textContent = this.context.words.pause;
     this.timer = window.setInterval(function () {
+      // Held while the pointer rests on the stage or its note: the reader is reading it
+      // (review finding 17); the next tick looks again.
+      if (self.holder.matches(":hover") || self.explain.matches(":hover")) return;
       self.go(self.stage + 1);
       if (self.stage === self.count - 1) self.stop();
     }, PLAY_EVERY_MS);

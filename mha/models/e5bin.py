@@ -35,11 +35,12 @@ import numpy as np
 
 __all__ = ["read_e5_file", "E5File", "dequantize_q4_0", "Q4_0", "BLOCK"]
 
-#: The number of weights in one Q4_0 block.
 BLOCK = 32
-#: One Q4_0 block (18 bytes): a float16 scale, then 16 bytes holding 32 weights of 4 bits. Byte
-#: ``j`` holds weight ``j`` in its low 4 bits and weight ``j + 16`` in its high 4 bits.
+"""The number of weights in one Q4_0 block."""
 Q4_0 = np.dtype([("scale", "<f2"), ("quants", "u1", (BLOCK // 2,))])
+"""One Q4_0 block (18 bytes): a float16 scale, then 16 bytes holding 32 weights of 4 bits.
+
+Byte ``j`` holds weight ``j`` in its low 4 bits and weight ``j + 16`` in its high 4 bits."""
 #: The tensor types of the directory: float32 values, or Q4_0 blocks.
 FLOAT32, QUANTIZED = 0, 1
 

@@ -54,8 +54,9 @@ SHA256 = {
     "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
 }
 
-#: What `MiniLM.forward` returns (the result type every encoder of `mha.models` shares).
 MiniLMOutput = EncoderOutput
+"""What `MiniLM.forward` returns: `EncoderOutput`, the result type every encoder of `mha.models`
+shares, under the name it had before the encoders shared it."""
 
 
 class MiniLMNotInstalledError(WeightsNotInstalledError):

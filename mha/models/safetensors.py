@@ -22,14 +22,15 @@ import numpy as np
 
 __all__ = ["read_safetensors", "DTYPES"]
 
-#: The safetensors dtypes NumPy can hold, and their NumPy dtypes (little-endian). Others
-#: (``BF16`` and the 8-bit float formats) are refused.
 DTYPES = {
     "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
     "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
     "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
     "BOOL": np.dtype("?"),
 }
+"""The safetensors dtypes NumPy can hold, and their NumPy dtypes (little-endian).
+
+Others (``BF16`` and the 8-bit float formats) are refused."""
 
 
 def read_safetensors(path) -> dict[str, np.ndarray]:

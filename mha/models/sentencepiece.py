@@ -20,8 +20,8 @@ import numpy as np
 
 __all__ = ["SentencePieceTokenizer", "METASPACE"]
 
-#: The character that stands for a space inside pieces (U+2581, LOWER ONE EIGHTH BLOCK).
 METASPACE = "\u2581"
+"""The character that stands for a space inside pieces (U+2581, LOWER ONE EIGHTH BLOCK)."""
 
 
 def _float32(value: float) -> float:

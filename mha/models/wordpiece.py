@@ -14,8 +14,10 @@ import numpy as np
 
 __all__ = ["WordPieceTokenizer", "SPECIAL_TOKENS", "is_cjk", "is_punctuation"]
 
-#: BERT's special tokens. Written in the text, each one that the vocabulary holds stays one token.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+"""BERT's special tokens.
+
+Written in the text, each one that the vocabulary holds stays one token."""
 
 
 def is_cjk(char: str) -> bool:

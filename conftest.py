@@ -112,6 +112,7 @@ SUITE_OF_PATH = (
     ("tests/test_frame.py", "site"),
     ("tests/test_api_copy.py", "site"),
     ("tests/test_api_html.py", "site"),
+    ("tests/test_api_pages.py", "site"),
     ("tests/test_phone.py", "browser"),  # reads every page; runs pytest on a sample page
     # Builds a wheel (pip fetches the build backend) and installs it into a fresh environment:
     # slower than the core's tests, and about packaging, not the maths.

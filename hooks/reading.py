@@ -223,17 +223,20 @@ def duration(total: int, lang: str) -> str:
     return f"{hours} h {rest} min" if hours else f"{rest} min"
 
 
-def badge(level: str, lang: str, page_minutes_: int | None, stem: str = "") -> str:
-    """The line under the H1 (Markdown inside an HTML block, so the links are checked)."""
+def badge(level: str, lang: str, page_minutes_: int | None, stem: str = "",
+          up: str = "") -> str:
+    """The line under the H1 (Markdown inside an HTML block, so the links are checked). ``up``
+    leads from the page's folder back to its language's root (``../`` for ``api/core.md``);
+    ``stem`` names a chapter for its d2l sections."""
     sep = ' <span class="reading-sep">·</span> '
-    label = f"[{LABELS[lang][level]}]({LEVELS_LINK})"
+    label = f"[{LABELS[lang][level]}]({up}{LEVELS_LINK})"
     if page_minutes_ is not None and level != "reference":
         label += sep + (f"阅读约 {page_minutes_} 分钟" if lang == "zh"
                         else f"{page_minutes_} min read")
     if stem in D2L:
         sections = ("、" if lang == "zh" else ", ").join(D2L[stem][lang])
-        label += sep + (f"[对应 d2l {sections} 节]({D2L_LINK})" if lang == "zh"
-                        else f"[d2l {sections}]({D2L_LINK})")
+        label += sep + (f"[对应 d2l {sections} 节]({up}{D2L_LINK})" if lang == "zh"
+                        else f"[d2l {sections}]({up}{D2L_LINK})")
     return (f'<div class="reading-meta reading-{level}" data-search-exclude markdown>\n'
             f"{label}\n</div>")
 
@@ -422,4 +425,6 @@ def on_page_markdown(markdown, page, config, files):
     level = page_level(page.meta, where)
     if level is None:
         return markdown
-    return with_badge(markdown, badge(level, lang, page_minutes(path), path.stem))
+    depth = len(Path(where).parts) - 2  # under the language's folder: 0 for a chapter
+    return with_badge(markdown, badge(level, lang, page_minutes(path),
+                                      path.stem if depth == 0 else "", "../" * depth))

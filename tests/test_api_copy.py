@@ -1,10 +1,11 @@
-"""Copying an example from the API page gives code that runs (hooks/api_copy.py).
+"""Copying an example from the API reference gives code that runs (hooks/api_copy.py).
 
 The Examples of mha's docstrings are doctests, rendered as console (``pycon``) blocks: prompts and
-output. On the built API page of each language, the text Material's copy button copies from
-every such block (the ``data-copy`` value of the code element or of an element around it, else
-the code's text: ``extract`` in Material's clipboard integration) is the example's code alone,
-every line of it, and it runs in a fresh Python process. The page still shows the prompts and
+output. On every built part page of the API reference (``api/core/``, ...) in each language, the
+text Material's copy button copies from every such block (the ``data-copy`` value of the code
+element or of an element around it, else the code's text: ``extract`` in Material's clipboard
+integration) is the example's code alone, every line of it, and it runs in a fresh Python
+process. The page still shows the prompts and
 the output, a ``<BLANKLINE>`` included (as an empty output line), and in Chromium the copy
 button puts exactly that code on the clipboard.
 """
@@ -24,8 +25,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LANGS = {"zh": "api/index.html", "en": "en/api/index.html"}
-#: The API page has at least this many examples (24 when this was written).
+LANGS = {"zh": "api", "en": "en/api"}
+#: The API reference has at least this many examples (24 when this was written).
 MIN_EXAMPLES = 20
 #: Material's clipboard integration, as its bundle has it (minified names aside): the text comes
 #: from the nearest ``[data-copy]`` around the code element, else from the code's innerText.
@@ -108,11 +109,27 @@ def material_copy(block) -> str:
     return "\n".join(shown(block)).rstrip()
 
 
+def part_pages(site_dir: Path, lang: str) -> list[str]:
+    """The API reference's part pages of a language (``api/core/``, ...), the index left out:
+    it lists names, not entries."""
+    folder = site_dir / LANGS[lang]
+    return sorted(f"{LANGS[lang]}/{page.parent.name}/" for page in folder.glob("*/index.html"))
+
+
 @pytest.fixture(scope="module")
-def blocks(built_site):
-    """Per language, the API page's console blocks."""
-    return {lang: ConsoleBlocks((built_site.dir / path).read_text(encoding="utf-8")).blocks
-            for lang, path in LANGS.items()}
+def blocks_by_page(built_site):
+    """Per language, {part page: its console blocks}."""
+    return {lang: {page: ConsoleBlocks((built_site.dir / page / "index.html")
+                                       .read_text(encoding="utf-8")).blocks
+                   for page in part_pages(built_site.dir, lang)}
+            for lang in LANGS}
+
+
+@pytest.fixture(scope="module")
+def blocks(blocks_by_page):
+    """Per language, the console blocks of every part page, page by page."""
+    return {lang: [block for page_blocks in pages.values() for block in page_blocks]
+            for lang, pages in blocks_by_page.items()}
 
 
 # ---- the hook alone ---------------------------------------------------------------------------
@@ -218,31 +235,42 @@ def test_every_copied_example_runs_in_a_fresh_python(blocks, tmp_path):
 
 @pytest.mark.browser
 @pytest.mark.parametrize("lang", ["zh"])
-def test_the_copy_button_copies_each_examples_code(lang, blocks, new_context, base_url):
+def test_the_copy_button_copies_each_examples_code(lang, blocks_by_page, new_context,
+                                                  base_url):
     """Clicking an example's copy button puts that example's code on the clipboard.
 
-    In the default language only: both API pages carry the same examples with the same copy
-    text (test_every_example_copies_its_code_and_nothing_else checks both) and the same
-    button. And on every fourth example, the last and the longest: the button and its script
-    are the same for each (what each one copies is checked above, block by block), and ~45
-    clicks with clipboard reads cost ~20 s."""
+    In the default language only: both languages' part pages carry the same examples with the
+    same copy text (test_every_example_copies_its_code_and_nothing_else checks both) and the
+    same button. On every part page that has examples, and there on every fourth example of
+    the reference, the last and the longest: the button and its script are the same for each
+    (what each one copies is checked above, block by block), and ~45 clicks with clipboard
+    reads cost ~20 s."""
     from test_browser import COPY_BUTTON, Visit, interact
 
     context = new_context(permissions=["clipboard-read", "clipboard-write"])
-    visit = Visit(context, base_url + LANGS[lang].removesuffix("index.html"))
-    page = visit.page
-    interact(page)
-    page.bring_to_front()  # the clipboard needs a focused page
-    buttons = page.locator(f"article .language-pycon :is({COPY_BUTTON})")
-    expected = [material_copy(b) for b in blocks[lang]]
-    assert buttons.count() == len(expected)
-    longest = max(range(len(expected)), key=lambda i: len(expected[i]))
-    for i in sorted({*range(0, len(expected), 4), len(expected) - 1, longest}):
-        code = expected[i]
-        page.evaluate("() => navigator.clipboard.writeText('nothing copied yet')")
-        buttons.nth(i).click()
-        assert page.evaluate("() => navigator.clipboard.readText()") == code, i
-    assert visit.errors == []
+    everything = [material_copy(b) for page_blocks in blocks_by_page[lang].values()
+                  for b in page_blocks]
+    longest = max(range(len(everything)), key=lambda i: len(everything[i]))
+    chosen = {*range(0, len(everything), 4), len(everything) - 1, longest}
+    first = 0  # the place, in the whole reference, of the page's first example
+    for path, page_blocks in blocks_by_page[lang].items():
+        expected = [material_copy(b) for b in page_blocks]
+        mine = [i - first for i in chosen if first <= i < first + len(expected)]
+        first += len(expected)
+        if not expected:
+            continue
+        visit = Visit(context, base_url + path)
+        page = visit.page
+        interact(page)
+        page.bring_to_front()  # the clipboard needs a focused page
+        buttons = page.locator(f"article .language-pycon :is({COPY_BUTTON})")
+        assert buttons.count() == len(expected), path
+        for i in sorted({*mine, 0}):  # at least one click on every page
+            page.evaluate("() => navigator.clipboard.writeText('nothing copied yet')")
+            buttons.nth(i).click()
+            assert page.evaluate("() => navigator.clipboard.readText()") == expected[i], (path, i)
+        assert visit.errors == [], path
+        page.close()
 
 
 # The browser fixtures are test_browser.py's (one Chromium per module, the session's build served

@@ -12,7 +12,8 @@ import pytest
 from helpers import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = {"zh": "api/index.html", "en": "en/api/index.html"}
+#: The API reference's folder in each language: its index and a page per part.
+FOLDERS = {"zh": "api", "en": "en/api"}
 api_html = load_file(ROOT / "hooks" / "api_html.py", "api_html_hook")
 ID = re.compile(r'\bid="([^"]+)"')
 
@@ -36,15 +37,20 @@ def test_line_anchors_are_numbered_by_block_in_page_order():
     assert 'href="#__codelineno-1-1"' in out and "<code>inline</code>" in out
 
 
-@pytest.mark.parametrize("lang", PAGES)
-def test_the_built_api_page_shows_no_backticks_in_a_type_and_repeats_no_id(built_site, lang):
-    text = (built_site.dir / PAGES[lang]).read_text(encoding="utf-8")
-    types = [m.group(2) for m in api_html.TYPE_CODE.finditer(text)]
-    assert len(types) > 50, "the API page's parameter tables were not found"
+@pytest.mark.parametrize("lang", FOLDERS)
+def test_the_built_api_pages_show_no_backticks_in_a_type_and_repeat_no_id(built_site, lang):
+    """On every page of the reference (the index and each part), as on the one page it was."""
+    pages = sorted((built_site.dir / FOLDERS[lang]).glob("**/index.html"))
+    assert len(pages) >= 8, pages
+    types = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        types += [m.group(2) for m in api_html.TYPE_CODE.finditer(text)]
+        repeated = [i for i, n in Counter(ID.findall(text)).items() if n > 1]
+        assert not repeated, (page, repeated[:5])
+    assert len(types) > 50, "the API pages' parameter tables were not found"
     assert not [t for t in types if "``" in t], [t for t in types if "``" in t][:3]
     assert any("of shape (..., n_k, d_k)" in t for t in types)
-    repeated = [i for i, n in Counter(ID.findall(text)).items() if n > 1]
-    assert not repeated, repeated[:5]
 
 
 @pytest.mark.parametrize("page", ["scores/index.html", "en/training/index.html"])

@@ -105,7 +105,7 @@ def test_the_source_document_is_named_before_zh_says_yuanjianggao():
 def test_the_layernorm_answer_links_a_page_that_has_layernorm(lang):
     text = prose(lang, "interview.md")
     answer = text[text.index("LayerNorm"):]
-    link = re.search(r"\]\((api\.md)#([\w.]+)\)", answer)
+    link = re.search(r"\]\((api/encoder\.md)#([\w.]+)\)", answer)
     assert link and link.group(2) == "mha.models.encoder.bert_layer"
     from mha.models import encoder
 

@@ -4,16 +4,24 @@
 Builds the site (strict) into a temporary folder for a free port on 127.0.0.1, serves it gzipped
 as GitHub Pages does (``scripts/serve_site.py``), and runs Lighthouse (from the npm registry,
 pinned below, installed once into ``~/.cache/attention-detectives/``) with Debian's Chromium on
-the home page, the chapter and the case board in both languages: mobile form factor
+the home page, the chapter and the case board in both languages, or with ``--all`` on every page
+of the site in both languages (the pages its ``sitemap.xml`` lists): mobile form factor
 (Lighthouse's default), categories performance, accessibility, best practices and SEO. Each page
 is audited three times and the run with the median performance score is kept (performance varies
-from run to run; the other categories do not). Prints a table of the scores and every audit that
-lost points, and exits non-zero when any score is below the threshold.
+from run to run; the other categories do not). Prints a table of the scores, the total blocking
+time and the speed index of each page, and every audit that lost points, and exits non-zero when
+any score is below the threshold or a page's total blocking time above its limit.
 
     .venv/bin/python scripts/lighthouse.py                       # threshold 0.95, 3 runs a page
+    .venv/bin/python scripts/lighthouse.py --all                 # every page, both languages
     .venv/bin/python scripts/lighthouse.py --runs 1 --reports out/   # keep HTML and JSON reports
     .venv/bin/python scripts/lighthouse.py --base-url http://127.0.0.1:8000/ --pages scores/
                                             # audit a running `mkdocs serve` / serve_site.py
+
+``--jobs N`` runs N audits at once, each in its own Chromium and temporary folder. Lighthouse
+multiplies the main-thread time it observes (a simulated phone 4x slower than this CPU), so
+audits that share the CPU lower each other's performance scores and raise their blocking times:
+keep N at most half the CPUs for numbers to compare, and 1 (the default) for the record.
 
 Not part of the test command: it needs Node.js and npm (Debian: apt-get install nodejs npm), the
 npm registry once, and 1-5 minutes. Performance is measured on this machine's CPU: run it on an
@@ -29,6 +37,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,6 +51,28 @@ CHROME = os.environ.get("CHROME_PATH", "/usr/bin/chromium")
 CHROME_FLAGS = "--headless=new --no-sandbox --disable-gpu"
 CATEGORIES = ["performance", "accessibility", "best-practices", "seo"]
 PAGES = ["", "scores/", "caseboard/", "en/", "en/scores/", "en/caseboard/"]
+#: The issue's bar for every page (#31): total blocking time at most this, in ms.
+MAX_TBT_MS = 200
+SITEMAP = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+
+
+def sitemap_pages(sitemap_xml: bytes | str) -> list[str]:
+    """Every page a site's ``sitemap.xml`` lists, as a path under the site's root ("" for the
+    home page): MkDocs writes one entry per page, both languages' (the root is the shortest
+    address, so a site built for any address or sub-path gives the same paths)."""
+    locations = [loc.text.strip() for loc in ElementTree.fromstring(sitemap_xml).iter(
+        f"{SITEMAP}loc")]
+    if not locations:
+        raise SystemExit("lighthouse.py: the sitemap lists no page")
+    root = min(locations, key=len)
+    if not all(location.startswith(root) for location in locations):
+        raise SystemExit(f"lighthouse.py: not every page of the sitemap is under {root}")
+    return sorted(location[len(root):] for location in locations)
+
+
+def read_sitemap(base_url: str) -> bytes:
+    with urllib.request.urlopen(base_url + "sitemap.xml", timeout=30) as response:
+        return response.read()
 
 
 def lighthouse_binary() -> Path:
@@ -105,25 +138,43 @@ def main(argv: list[str] | None = None) -> int:
                              "performance score (Lighthouse's own advice against noise)")
     parser.add_argument("--base-url", help="audit a site already served there instead of "
                                            "building one (it must have been built for that URL)")
-    parser.add_argument("--pages", nargs="+", default=PAGES, metavar="PATH",
-                        help="paths under the site root (default: %(default)s)")
+    pages = parser.add_mutually_exclusive_group()
+    pages.add_argument("--pages", nargs="+", default=PAGES, metavar="PATH",
+                       help="paths under the site root (default: %(default)s)")
+    pages.add_argument("--all", action="store_true",
+                       help="every page of the site, both languages (its sitemap.xml)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="run N audits at once (see above: more than half the CPUs "
+                             "lowers the performance scores)")
+    parser.add_argument("--max-tbt", type=float, default=MAX_TBT_MS, metavar="MS",
+                        help="fail a page whose total blocking time is above this "
+                             "(default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.jobs < 1 or args.runs < 1:
+        parser.error("--jobs and --runs must be at least 1")
     if not Path(CHROME).exists():
         raise SystemExit(f"lighthouse.py: {CHROME} is missing (apt-get install chromium)")
     binary = lighthouse_binary()
 
     def audit(base_url: str) -> dict:
-        results = {}
-        for path in args.pages:
+        paths = sitemap_pages(read_sitemap(base_url)) if args.all else args.pages
+        jobs = [(path, run) for path in paths for run in range(args.runs)]
+
+        def one(job):
+            path, run = job
             url = base_url + path
             name = path.strip("/").replace("/", "-") or "home"
-            runs = []
-            for run in range(args.runs):
-                print(f"lighthouse {url}" + (f" (run {run + 1})" if args.runs > 1 else ""),
-                      flush=True)
-                runs.append(run_lighthouse(binary, url, args.reports,
-                                           f"{name}-{run + 1}" if args.runs > 1 else name))
-            runs.sort(key=lambda lhr: lhr["categories"]["performance"]["score"] or 0)
+            print(f"lighthouse {url}" + (f" (run {run + 1})" if args.runs > 1 else ""),
+                  flush=True)
+            return run_lighthouse(binary, url, args.reports,
+                                  f"{name}-{run + 1}" if args.runs > 1 else name)
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            lhrs = list(pool.map(one, jobs))
+        results = {}
+        for path in paths:
+            runs = sorted((lhr for (p, _), lhr in zip(jobs, lhrs) if p == path),
+                          key=lambda lhr: lhr["categories"]["performance"]["score"] or 0)
             results["/" + path] = runs[len(runs) // 2]
         return results
 
@@ -141,13 +192,18 @@ def main(argv: list[str] | None = None) -> int:
 
     width = max(len(page) for page in results) + 2
     print("\n" + "page".ljust(width) + "".join(c.rjust(16) for c in CATEGORIES)
-          + "benchmarkIndex".rjust(16))
+          + "TBT (ms)".rjust(10) + "SI (s)".rjust(8) + "benchmarkIndex".rjust(16))
     failed = False
     for page, lhr in results.items():
         scores = [lhr["categories"][c]["score"] for c in CATEGORIES]
+        tbt = lhr["audits"]["total-blocking-time"].get("numericValue")
+        speed = lhr["audits"]["speed-index"].get("numericValue")
         failed |= any(s is None or s < args.threshold for s in scores)
+        failed |= tbt is None or tbt > args.max_tbt
         print(page.ljust(width) + "".join(
             ("-" if s is None else f"{s:.2f}").rjust(16) for s in scores)
+            + ("-" if tbt is None else f"{tbt:,.0f}").rjust(10)
+            + ("-" if speed is None else f"{speed / 1000:.1f}").rjust(8)
             + f"{lhr['environment'].get('benchmarkIndex', 0):16.0f}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > 0.5 * (os.cpu_count() or 1):
@@ -160,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         if lines:
             print(f"\n{page}: audits that lost points")
             print("\n".join(lines))
-    print(f"\n{'FAIL' if failed else 'OK'}: threshold {args.threshold} "
-          f"(lighthouse {LIGHTHOUSE_VERSION}, {CHROME})")
+    print(f"\n{'FAIL' if failed else 'OK'}: threshold {args.threshold}, total blocking time "
+          f"at most {args.max_tbt:g} ms, {len(results)} pages "
+          f"(lighthouse {LIGHTHOUSE_VERSION}, {CHROME}, {args.jobs} at once)")
     return 1 if failed else 0
 
 

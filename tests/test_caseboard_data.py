@@ -241,3 +241,20 @@ def test_the_role_words_have_a_long_and_a_short_form_with_the_same_placeholders(
         assert len(zh[key]) == len(en[key]) == 2
         for a, b in zip(zh[key], en[key]):
             assert sorted(_fields(a)) == sorted(_fields(b)), key
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_difference_scale_holds_a_typical_change_at_full_colour(lang):
+    # "Compare with the default": at least half the settings' largest change lies within the
+    # scale (its end is their median, rounded up), and the scale is finer than the values'.
+    end = cb.lab_scales(lang)["difference"]["range"]
+    assert end[0] == -end[1] and end[1] > 0
+    changes = []
+    for h in cb.LAB_HEADS:
+        base = cb.lab_trace(lang, h)[0]["output"]
+        for tau in (cb.TEMPERATURES[0], cb.TEMPERATURES[-1]):
+            for mask, value in [("none", None), ("causal", None), ("window", 1), ("padding", 3)]:
+                out = cb.lab_trace(lang, h, mask, value, tau)[0]["output"]
+                changes.append(np.abs(out - base).max())
+    assert 0 < end[1] < cb.lab_scales(lang)["signed"]["range"][1]
+    assert 0.2 < np.mean(np.array(changes) <= end[1]) < 1.0

@@ -522,7 +522,8 @@ def test_one_scale_per_quantity_the_legend_says_it_and_a_value_keeps_its_colour(
         page = visit.page
         live(page)
         legends = {part: page.locator(f"{part} .cblab-legend") for part in (LAB, FORWARD)}
-        for part, kinds in ((LAB, ["weight", "signed"]), (FORWARD, ["weight", "signed", "scores"])):
+        for part, kinds in ((LAB, ["weight", "signed", "difference"]),
+                            (FORWARD, ["weight", "signed", "scores"])):
             legend = legends[part]
             assert legend.get_attribute("role") == "group"
             assert legend.locator(".cblab-key[data-kind]").evaluate_all(
@@ -533,6 +534,9 @@ def test_one_scale_per_quantity_the_legend_says_it_and_a_value_keeps_its_colour(
                 want = (scales[kind]["ticks"] if kind == "weight"
                         else [scales[kind]["range"][0], 0.0, scales[kind]["range"][1]])
                 assert numbers == pytest.approx(want), (part, kind)
+            # The difference's scale only while "compare with the default" is on.
+            assert legend.locator(".cblab-key--difference").count() == 0 or \
+                legend.locator(".cblab-key--difference").is_hidden()
             text = legend.inner_text()
             assert WORDS[lang]["hidden"] in text and LAB_WORDS[lang]["lab_pad_token"] in text
         # Stage 5 (each head's output) and stage 6 (their concatenation) hold the same numbers:
@@ -604,8 +608,15 @@ def test_compare_with_the_default_shows_the_difference_mha_computes(boards, lang
     set_controls(page, heads=2, mask="causal", temperature=3)
     toggle = page.locator(f"{LAB} .cblab-compare")
     assert toggle.inner_text().strip() == LAB_WORDS[lang]["lab_compare"]
+    key = page.locator(f"{LAB} .cblab-key--difference")
     toggle.locator("input").check()
     try:
+        # A difference has a scale of its own, printed while it is shown: the median over every
+        # setting of the largest change, so a typical change shows at full colour.
+        scales = lab_scales(lang)
+        assert key.is_visible()
+        assert page.evaluate(RESULT)["shownLimit"] == scales["difference"]["range"][1]
+        assert scales["difference"]["range"][1] < scales["signed"]["range"][1]
         shown = np.array(page.evaluate(RESULT)["shown"])
         want = (lab_trace(lang, 2, "causal", None, TEMPERATURES[3])[0]["output"]
                 - lab_trace(lang, 2)[0]["output"])
@@ -615,6 +626,8 @@ def test_compare_with_the_default_shows_the_difference_mha_computes(boards, lang
         assert np.abs(np.array(page.evaluate(RESULT)["shown"])).max() <= TOLERANCE
     finally:
         toggle.locator("input").uncheck()
+    assert key.is_hidden()
+    assert page.evaluate(RESULT)["shownLimit"] == lab_scales(lang)["signed"]["range"][1]
     shown = np.array(page.evaluate(RESULT)["shown"])
     assert np.abs(shown - lab_trace(lang, 2)[0]["output"]).max() <= TOLERANCE
 

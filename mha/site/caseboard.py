@@ -218,6 +218,7 @@ LAB_WORDS: dict[str, dict] = {
         "lab_legend_weight_note": "颜色的浓度是权重的平方根，所以 0.25 已经画到一半浓。",
         "lab_legend_signed": "数值（X、Q、K、V、输出）",
         "lab_legend_scores": "注意力分数",
+        "lab_legend_difference": "和默认设置的差",
         "lab_legend_sign": "紫色为正，橄榄绿为负。",
         "lab_legend_clip": "每把色标在所有设置下都一样，超出两端的数值按端点的颜色画。",
         "lab_legend_pad": "（填充）：照常计算，随后丢弃",
@@ -238,6 +239,7 @@ LAB_WORDS: dict[str, dict] = {
         "is already drawn at half strength.",
         "lab_legend_signed": "Values (X, Q, K, V, outputs)",
         "lab_legend_scores": "Attention scores",
+        "lab_legend_difference": "Difference from the default",
         "lab_legend_sign": "Purple is positive, olive negative.",
         "lab_legend_clip": "Each scale stays the same whatever the setting; values beyond "
         "its ends are drawn as its ends.",
@@ -524,7 +526,11 @@ def lab_scales(lang: str) -> dict:
       the largest ``|value|`` of layer 1's X, Q, K and V (which no control changes), rounded up
       to a tenth; what lies beyond is drawn as ``±S``;
     - ``scores``: the scores on ``[-S, S]`` with ``S`` the largest ``|score|`` of layer 1 at
-      ``τ = 1`` without a mask, over every number of heads, rounded up to a tenth.
+      ``τ = 1`` without a mask, over every number of heads, rounded up to a tenth;
+    - ``difference``: what "compare with the default" shows, layer 1's output minus its output
+      at the default (``τ = 1``, no mask, the same heads), on ``[-S, S]`` with ``S`` the median,
+      over every setting of the controls, of the largest ``|difference|``, rounded up to a
+      tenth: a typical change shows at full colour, which the values' scale would draw faintly.
     """
     def up(value: float) -> float:
         return math.ceil(round(value * 10, 9)) / 10
@@ -532,9 +538,19 @@ def lab_scales(lang: str) -> dict:
     first = lab_trace(lang)[0]
     signed = max(float(np.abs(first[name]).max()) for name in ("x", "q", "k", "v"))
     scores = max(float(np.abs(lab_trace(lang, h)[0]["scores"]).max()) for h in LAB_HEADS)
+    largest = []
+    for h in LAB_HEADS:
+        base = lab_trace(lang, h)[0]["output"]
+        for kind, span in MASKS.items():
+            for value in [None] if span is None else range(span[0], span[1] + 1):
+                for tau in TEMPERATURES:
+                    output = lab_trace(lang, h, kind, value, tau)[0]["output"]
+                    largest.append(float(np.abs(output - base).max()))
+    difference = float(np.median(largest))
     return {"weight": {"range": [0.0, 1.0], "ticks": [0.0, 0.25, 1.0]},
             "signed": {"range": [-up(signed), up(signed)]},
-            "scores": {"range": [-up(scores), up(scores)]}}
+            "scores": {"range": [-up(scores), up(scores)]},
+            "difference": {"range": [-up(difference), up(difference)]}}
 
 
 def lab_data(lang: str) -> dict:

@@ -891,8 +891,11 @@
       var ticks = kind === "weight" ? scale.ticks.map(function (t) { return [t, Math.sqrt(t)]; })
         : [[scale.range[0], 0], [0, 0.5], [scale.range[1], 1]];
       var name = kind === "weight" ? words.lab_legend_weight
-        : kind === "signed" ? words.lab_legend_signed : words.lab_legend_scores;
-      return el("div", {className: "cblab-key cblab-key--" + kind, "data-kind": kind}, [
+        : kind === "signed" ? words.lab_legend_signed
+          : kind === "difference" ? words.lab_legend_difference : words.lab_legend_scores;
+      // The difference's scale is shown while "compare with the default" is on (LabView).
+      return el("div", {className: "cblab-key cblab-key--" + kind, "data-kind": kind,
+                        hidden: kind === "difference"}, [
         el("span", {className: "cblab-key-name", text: name}),
         el("span", {className: "cblab-key-scale"}, [
           el("span", {className: "cblab-bar cblab-bar--" + (kind === "weight" ? "weight"
@@ -946,7 +949,8 @@
                  window: DEFAULTS.window, padding: DEFAULTS.padding};
     var trace = null;
     var padWord = words.lab_pad_token;
-    var limits = {signed: data.scales.signed.range[1], scores: data.scales.scores.range[1]};
+    var limits = {signed: data.scales.signed.range[1], scores: data.scales.scores.range[1],
+                  difference: data.scales.difference.range[1]};
 
     function maskValue(s) {
       return s.mask === "window" ? s.window : s.mask === "padding" ? s.padding : null;
@@ -984,6 +988,7 @@
     var context = {
       data: data, words: words, terms: terms, tokens: tokens, n: n, d: d, dims: dims,
       headTitle: headTitle, headHue: headHue, rehearse: rehearseSoon, defaults: defaults,
+      limits: limits,
       repeated: repeatedNote(words, tokens), forwardBox: forwardBox, labBox: labBox,
       layerTitle: function (layer, what) {
         return fill(words.layer_n, {layer: layer}) + " · " + what;
@@ -1083,7 +1088,8 @@
         return {layers: trace.layers.map(function (layer) {
           return {weights: layer.weights.map(function (w) { return nested(w, n, n); }),
                   output: nested(layer.output, n, d)};
-        }), shown: lab && lab.outputMap.values ? nested(lab.outputMap.values, n, d) : null};
+        }), shown: lab && lab.outputMap.values ? nested(lab.outputMap.values, n, d) : null,
+        shownLimit: lab ? lab.outputMap.limit : null};
       }
     });
 
@@ -1206,6 +1212,10 @@
       self.compare = self.compareInput.checked;
       self.outputMap.captionText.nodeValue = self.compare
         ? context.layerTitle(1, words.lab_compare_caption) : self.outputCaption;
+      // A difference has a scale of its own (data.scales.difference), printed in the legend
+      // while it is shown: on the values' scale a typical change would look faint.
+      self.outputMap.limit = self.compare ? context.limits.difference : context.limits.signed;
+      self.differenceKey.hidden = !self.compare;
       if (self.trace) self.draw();
     });
     var outputBox = el("div", {className: "cblab-scroll"}, [this.outputMap.table]);
@@ -1215,8 +1225,10 @@
     this.say = el("p", {className: "cblab-sr", "aria-live": "polite"});
     this.slot = el("div", {className: "cblab-bar-slot"}, [toolbar]);
     // The legend under the controls, above what it explains: the same place whatever is shown.
-    this.view = el("div", {className: "cblab-live"}, [this.slot,
-      buildLegend(context, ["weight", "signed"]), this.board, this.readout, this.say]);
+    var legend = buildLegend(context, ["weight", "signed", "difference"]);
+    this.differenceKey = legend.querySelector(".cblab-key--difference");
+    this.view = el("div", {className: "cblab-live"}, [this.slot, legend, this.board,
+      this.readout, this.say]);
     this.wire = wireHeatmaps(this.view, this.readout, words.cell_hint);
     this.shownHeads = 0;
     this.pending = false;

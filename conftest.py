@@ -110,6 +110,7 @@ SUITE_OF_PATH = (
     ("tests/test_page_outputs.py", "site"),
     ("tests/test_notebook_pages.py", "site"),
     ("tests/test_frame.py", "site"),
+    ("tests/test_annotations.py", "site"),
     ("tests/test_api_copy.py", "site"),
     ("tests/test_api_html.py", "site"),
     ("tests/test_api_pages.py", "site"),

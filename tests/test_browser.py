@@ -365,21 +365,6 @@ def test_a_shortcut_pressed_before_material_still_works(new_context, base_url):
     assert visit.errors == []
 
 
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_annotated_code_gets_material_at_once(new_context, base_url, lang):
-    """The Python walkthrough annotates its code ("# (1)!"): there Material's script runs before
-    the first paint, as Material ships it, and each annotation marker has a name."""
-    visit = Visit(new_context(), base_url + ("en/" if lang == "en" else "") + "python/")
-    page = visit.page
-    page.wait_for_function(MATERIAL_READY)  # with no interaction at all
-    markers = page.locator("a.md-annotation__index")
-    assert markers.count() >= 9
-    word = "Annotation" if lang == "en" else "注释"
-    labels = markers.evaluate_all("links => links.map(a => a.getAttribute('aria-label'))")
-    assert labels[:3] == [f"{word} 1", f"{word} 2", f"{word} 3"]
-    assert visit.errors == []
-
-
 def test_no_request_left_the_machine(new_context, base_url):
     """Runs last: every request of every page above (and of the home page, so that it never
     checks nothing) went to the local server."""

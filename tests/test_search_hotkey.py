@@ -178,10 +178,10 @@ def test_other_first_keys_are_not_taken_for_the_search(new_context, base_url, fi
 
 
 def test_annotated_page_searches_for_what_was_typed(new_context, base_url):
-    """Pages with code annotations have Material from the start; the hotkey is its own there."""
+    """Pages with code annotations wait for the reader too (#31): the loader's hotkey there."""
     visit = Visit(new_context(), base_url + "en/python/")
     page = visit.page
-    page.wait_for_function(MATERIAL_READY)
+    assert page.evaluate("window.component$ === undefined")
     page.keyboard.press("/")
     page.keyboard.type("scaling")
     assert_searched_for(page, base_url, "en", "scaling")

@@ -174,6 +174,24 @@ REAL_WORDS: dict[str, dict] = {
             "punctuation": ["标点", "标点"], "broad": ["分散", "分散"],
             "none": ["无单一模式", "混合"],
         },
+        # Issue #30: the reader's own sentence (addOwn) and the weights / contributions toggle.
+        "own_group": "你的句子", "own_sentence": "你的句子",
+        "own_switched": "你的句子只交给 {model} 读过，所以换到了这个模型。",
+        "quantity": "数值", "quantity_weights": "权重", "quantity_contrib": "实际贡献",
+        "quantity_help": "权重只说明注意力头把多少注意力分给了每个键；实际贡献还要乘上这个键的"
+        "值向量经 W_O 投影后的长度（Kobayashi 等，2020），再让每行加起来为 1。权重大的键，"
+        "实际贡献不一定大。",
+        "quantity_link": "注意力图说明不了什么", "quantity_href": "real-heads/#caveats",
+        "quantity_showing_weights": "现在显示的是注意力权重",
+        "quantity_showing_contrib": "现在显示的是实际贡献",
+        "quantity_names": {"weights": "注意力权重", "contrib": "实际贡献"},
+        "legend_contrib": "实际贡献", "legend_note_contrib": "颜色越浓，贡献越大。浓度取贡献的"
+        "平方根，所以 0.25 已经画到一半浓。每行的贡献加起来为 1。",
+        "table_caption_contrib": "{name} 的实际贡献：每行是一个查询，每列是一个键，每行加起来为 1",
+        "table_caption_top": "{name} 的{quantity}：句子太长，每行只列出一个查询最大的 {count} 个键",
+        "table_top": "第 {rank} 位",
+        "long_hint": "这句话很长，词元列表在框里上下滚动。没有选中词元时，只画出数值不小于 "
+        "{value} 的连线：更淡的线太多，只会糊成一片灰。选中一个词元，它的连线就全部画出来。",
     },
     "en": {
         "all_layers": "All layers", "overlay": "Overlay heads", "show_all": "Show all",
@@ -201,6 +219,30 @@ REAL_WORDS: dict[str, dict] = {
             "sep": ["{token}", "{token}"], "punctuation": ["punctuation", "punct"],
             "broad": ["spread", "spread"], "none": ["mixed", "mixed"],
         },
+        # Issue #30: the reader's own sentence (addOwn) and the weights / contributions toggle.
+        "own_group": "Your sentence", "own_sentence": "Your sentence",
+        "own_switched": "Your sentence was read by {model} only: switched to it.",
+        "quantity": "Show", "quantity_weights": "Weights", "quantity_contrib": "Contribution",
+        "quantity_help": "A weight says how much attention a head gives each key. A "
+        "contribution also multiplies it by the length of that key's value vector after W_O "
+        "(Kobayashi et al. 2020), each row again summing to 1: a key can get a large weight and "
+        "still contribute little.",
+        "quantity_link": "What attention maps do not tell you",
+        "quantity_href": "real-heads/#caveats",
+        "quantity_showing_weights": "Showing attention weights",
+        "quantity_showing_contrib": "Showing contributions",
+        "quantity_names": {"weights": "attention weights", "contrib": "contributions"},
+        "legend_contrib": "Contribution", "legend_note_contrib": "The stronger the colour, the "
+        "larger the contribution. Strength is the square root of the contribution, so 0.25 is "
+        "already drawn at half strength. Each row's contributions sum to 1.",
+        "table_caption_contrib": "{name}'s contributions: one row per query, one column per key, "
+        "each row summing to 1",
+        "table_caption_top": "{name}'s {quantity}: the sentence is long, so each row lists one "
+        "query's {count} strongest keys",
+        "table_top": "Rank {rank}",
+        "long_hint": "A long sentence: the token lists scroll in their box. With no token "
+        "chosen, only lines of {value} and more are drawn, as the many fainter ones would only "
+        "blur into grey; choose a token to see all of its lines.",
     },
 }
 

@@ -23,6 +23,20 @@
  * .caseboard--live (caseboard.css hides the figure). Each sentence's file is fetched when it is
  * first chosen and kept. Every reader-facing word comes from the index's `words`.
  *
+ * The reader's own sentence (issue #30): the own-sentence panel (#own-case) runs
+ * multilingual-e5-small in a worker and gives the result to `window.caseBoardReal.addOwn`: it
+ * comes first in the sentence list ("your sentence"), for that model only, with the weights
+ * and the contributions (Kobayashi et al. 2020: each key's value vector through W_O, times its
+ * weight, the length of that, each row summing to 1). A toggle, shown only for data that has
+ * both, switches every view, the legend, the readout, the table and what is announced between
+ * the two. Such a sentence can be 512 tokens long: the token lists scroll in a box at most a
+ * screen tall; beyond LONG tokens the lines of every query are painted on a canvas over the
+ * part in view, the maps are downsampled and the grid is painted a few maps a task. Tokens are
+ * always text, each isolated in its own direction, invisible characters named.
+ *
+ * Every change of sentence, model, layer, head, view or quantity dispatches
+ * `caseboard-real:change` on the board's root (detail: the state), for the own-sentence panel.
+ *
  * Tests read `window.caseBoardReal` (state and the head shown); they drive the board through
  * its controls only.
  */
@@ -44,12 +58,27 @@
   var OVERLAY = 3;   // heads drawn at once in the one-head view, the chosen one included
   var MARK = "\u2581";  // SentencePiece's word-start mark
   var VIEWS = ["one", "all", "layers"];
+  var OWN = "own";      // the id of the reader's own sentence (addOwn)
+  // Longer sentences than this are drawn in ways that stay quick at n = 512: the one-head
+  // view's lines on a canvas (only those in view), the maps downsampled, the grid in steps.
+  var LONG = 64;
+  var MAP = 128;        // the largest side of a downsampled map (pixels)
+  // A long sentence's lines of every query leave out values under FAINT / 255 (0.016): the
+  // thousands of fainter lines would only blur into grey, and take a second to draw.
+  var FAINT = 4;
+  // Invisible characters a reader's token can be: controls, bidirectional marks, overrides
+  // and isolates, zero widths (`visible` names them).
+  var CONTROL = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
 
   var index = null;       // real-<lang>.json
   var words = null;       // index.words
   var files = {};         // path -> Promise of a decoded sentence file
   var data = null;        // the decoded file shown
-  var state = {sentence: null, model: null, layer: 0, head: 0, view: "one"};
+  var state = {sentence: null, model: null, layer: 0, head: 0, view: "one",
+               quantity: "weights"};  // quantity: "weights" or "contrib" (if the data has it)
+  var own = null;         // the reader's sentence, as an index entry, once addOwn has run
+  var ownVersion = 0;     // how many sentences addOwn has been given
+  var said = "";          // the state the last change event carried (see changed)
   var overlay = [];       // other heads of the layer drawn with the chosen one (indices)
   var hover = null;       // the token under the mouse, {side: "q" | "k", i}, or null
   var pinned = null;      // the token last focused, clicked or tapped, or null
@@ -68,7 +97,7 @@
   }
 
   /* A sentence file's weights, base64 of bytes (layers, heads, n, n) in C order, as bytes. */
-  function decode(file) {
+  function decode(file) {  // (the reader's own sentence: decodeOwn)
     var text = atob(file.weights);
     var bytes = new Uint8Array(text.length);
     for (var i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
@@ -89,14 +118,58 @@
   }
 
   function sentenceOf(id) {
+    if (id === OWN) return own;
     return index.sentences.find(function (s) { return s.id === id; });
   }
 
-  /* weight[q][k] of head `head` (default: the chosen one) of the layer shown. */
+  /* The reader's sentence as addOwn receives it, checked, as a decoded file. */
+  function decodeOwn(file) {
+    var model = index.models.e5;
+    if (!file || typeof file !== "object") throw new TypeError("addOwn needs a file object");
+    var n = file.n, tokens = file.tokens;
+    if (!Array.isArray(tokens) || tokens.length !== n || !(n >= 1)) {
+      throw new TypeError("addOwn: tokens must be an array of n strings, got " +
+                          (Array.isArray(tokens) ? tokens.length : typeof tokens) +
+                          " tokens for n = " + n);
+    }
+    if (file.layers !== model.layers || file.heads !== model.heads) {
+      throw new RangeError("addOwn: " + model.name + " has " + model.layers + " layers x " +
+                           model.heads + " heads, got " + file.layers + " x " + file.heads);
+    }
+    var size = file.layers * file.heads * n * n;
+    function bytes(name) {
+      var value = file[name];
+      if (value === undefined || value === null) return null;
+      value = value instanceof Uint8Array ? value : Uint8Array.from(value);
+      if (value.length !== size) {
+        throw new RangeError("addOwn: " + name + " has " + value.length + " bytes, expected " +
+                             file.layers + " x " + file.heads + " x " + n + " x " + n);
+      }
+      return value;
+    }
+    var weights = bytes("bytes");
+    if (!weights) throw new TypeError("addOwn: bytes (the attention weights) are missing");
+    return {tokens: tokens.map(String), layers: file.layers, heads: file.heads, n: n,
+            bytes: weights, contrib: bytes("contrib"), roles: file.roles || null};
+  }
+
+  /* The quantity shown: "weights", or "contrib" if the reader chose it for a sentence that
+     has contributions (the reader's own). */
+  function quantity() {
+    return data && data.contrib ? state.quantity : "weights";
+  }
+
+  /* Its bytes, (layers, heads, n, n) in C order. */
+  function shownBytes() {
+    return quantity() === "contrib" ? data.contrib : data.bytes;
+  }
+
+  /* value[q][k] of head `head` (default: the chosen one) of the layer shown: the weight, or
+     the contribution if that is shown. */
   function weight(q, k, head) {
     var n = data.n;
     var j = head === undefined ? state.head : head;
-    return data.bytes[((state.layer * data.heads + j) * n + q) * n + k] / 255;
+    return shownBytes()[((state.layer * data.heads + j) * n + q) * n + k] / 255;
   }
 
   function format(template, values) {
@@ -112,7 +185,16 @@
   /* A token as a screen reader should say it: the word-start mark named, not "lower one eighth
      block". */
   function spoken(token) {
-    return token.split(MARK).join(" " + words.word_start + " ").replace(/\s+/g, " ").trim();
+    return visible(token).split(MARK).join(" " + words.word_start + " ")
+      .replace(/\s+/g, " ").trim();
+  }
+
+  /* Text with its invisible characters (controls, bidirectional marks and overrides, zero
+     widths) shown by their code point: "[U+202E]". A reader's token can be one of them. */
+  function visible(text) {
+    return text.replace(CONTROL, function (c) {
+      return "[U+" + ("000" + c.charCodeAt(0).toString(16).toUpperCase()).slice(-4) + "]";
+    });
   }
 
   /* "L1-H3" */
@@ -120,8 +202,9 @@
     return format(words.head_name, {layer: layer + 1, head: head + 1});
   }
 
-  /* A head's pattern on this sentence in words: [long, short]. */
+  /* A head's pattern on this sentence in words: [long, short] (empty if the data has none). */
   function role(layer, head) {
+    if (!data.roles) return ["", ""];
     var key = (data.roles[layer] || [])[head] || "none";
     var pair = words.roles[key] || words.roles.none;
     var token = key === "sep" ? data.tokens[data.n - 1] : data.tokens[0];
@@ -129,6 +212,7 @@
   }
 
   function headRole(layer, head) {
+    if (!data.roles) return headName(layer, head);
     return format(words.head_role, {name: headName(layer, head), role: role(layer, head)[0]});
   }
 
@@ -161,14 +245,19 @@
      the node with `spoken`). */
   function tokenInto(node, token, speak) {
     node.textContent = "";
+    var box = node;
+    if (node.tagName !== "SPAN") box = node.appendChild(el("span"));
+    // Its own direction, isolated: a right-to-left token (or a stray override) does not
+    // reorder what is around it.
+    box.dir = "auto";
     token.split(MARK).forEach(function (part, i) {
       if (i > 0) {
         var mark = el("span", "caseboard-real__mark", MARK);
         mark.setAttribute("aria-hidden", "true");
-        node.append(mark);
-        if (speak) node.append(el("span", "caseboard-real__sr", words.word_start + " "));
+        box.append(mark);
+        if (speak) box.append(el("span", "caseboard-real__sr", words.word_start + " "));
       }
-      if (part) node.append(part);
+      if (part) box.append(visible(part));  // text, never markup
     });
   }
 
@@ -198,7 +287,7 @@
     bar.append(sentenceField, field("model", words.model, ui.model),
                field("layer", words.layer, ui.layer),
                field("head", capital(words.terms.head), ui.head),
-               field("view", words.view, ui.view));
+               field("view", words.view, ui.view), buildQuantity(), ui.quantityHelp);
 
     ui.legend = buildLegend();
     ui.live = el("div", "caseboard-real__sr");
@@ -208,6 +297,9 @@
     ui.onePanel = el("div", "caseboard-real__one");
     ui.caption = el("p", "caseboard-real__caption");
     ui.hint = el("p", "caseboard-real__hint", words.real_hint);
+    ui.longHint = el("p", "caseboard-real__hint caseboard-real__hint--long",
+                     format(words.long_hint, {value: (FAINT / 255).toFixed(3)}));
+    ui.longHint.hidden = true;
     ui.overlayBox = el("fieldset", "caseboard-real__overlay");
     var overlayLegend = el("legend", null, words.overlay);
     ui.overlayHint = el("span", "caseboard-real__note",
@@ -241,11 +333,15 @@
     ui.svg.setAttribute("aria-hidden", "true");
     ui.svg.setAttribute("focusable", "false");
     ui.svg.setAttribute("preserveAspectRatio", "none");
-    lineBox.append(ui.svg);
+    // A long sentence's lines of every query: on a canvas, only the part in view (paintLines).
+    ui.canvas = el("canvas", "caseboard-real__canvas");
+    ui.canvas.setAttribute("aria-hidden", "true");
+    lineBox.append(ui.canvas, ui.svg);
+    ui.lineBox = lineBox;
     ui.diagram.append(ui.queries, lineBox, ui.keys);
     ui.tableBox = el("div", "caseboard-real__tablebox");
     ui.tableBox.hidden = true;
-    ui.onePanel.append(ui.caption, ui.hint, ui.overlayBox, ui.key, tools, ui.readout,
+    ui.onePanel.append(ui.caption, ui.hint, ui.longHint, ui.overlayBox, ui.key, tools, ui.readout,
                        ui.diagram, ui.tableBox);
     ui.rows = [];   // per token: {query, key, qbar, kbar}
     ui.slots = [];  // per head drawn: {every, lines[q][k], chosen, ends[i]}
@@ -263,6 +359,8 @@
     ui.grid.setAttribute("aria-label", words.grid);
     ui.layersPanel.append(ui.grid);
     ui.maps = [];     // [layer][head] buttons
+    ui.jobs = {};     // view -> the number of its latest painting (paintMaps)
+    ui.painting = Promise.resolve();
     ui.gridAt = {layer: 0, head: 0};
 
     board.append(bar, ui.legend, ui.onePanel, ui.allPanel, ui.layersPanel, ui.live);
@@ -281,6 +379,17 @@
     });
     ui.head.addEventListener("change", function () { setHead(Number(ui.head.value) - 1); });
     ui.view.addEventListener("change", function () { setView(ui.view.value); });
+    ui.quantity.addEventListener("change", function (event) { setQuantity(event.target.value); });
+    ui.diagram.addEventListener("scroll", function () {
+      if (data && data.n > LONG && !ui.linesFrame) {
+        ui.linesFrame = requestAnimationFrame(paintLines);
+      }
+    }, {passive: true});
+    if (window.ResizeObserver) {
+      new ResizeObserver(function () {
+        if (data && data.n > LONG && state.view === "one") paintLines();
+      }).observe(ui.diagram);
+    }
     ui.allPanel.addEventListener("click", function (event) {
       var thumb = event.target.closest(".caseboard-real__thumb");
       if (!thumb) return;
@@ -375,15 +484,48 @@
     });
 
     // The maps' colours follow the palette (Material sets it on <body>).
-    new MutationObserver(function () { drawMaps(); })
+    new MutationObserver(function () {
+      drawMaps();
+      if (data && data.n > LONG && state.view === "one") paintLines();
+    })
       .observe(document.body, {attributes: true, attributeFilter: ["data-md-color-scheme"]});
     return board;
   }
 
-  /* The weights' legend: a bar from 0 to 1 on the sqrt scale, ticks 0, 0.25, 1 as text. */
+  /* The toggle between weights and contributions (shown for a sentence that has both: the
+     reader's own), and its help, which links to the real-heads page's caveats. */
+  function buildQuantity() {
+    var box = el("fieldset", "caseboard-real__quantity");
+    box.append(el("legend", null, words.quantity));
+    ui.quantityBoxes = {};
+    ["weights", "contrib"].forEach(function (key) {
+      var label = el("label", "caseboard-real__choice");
+      var radio = el("input");
+      radio.type = "radio";
+      radio.name = "caseboard-real-quantity";
+      radio.value = key;
+      radio.id = "caseboard-real-quantity-" + key;
+      label.append(radio, el("span", null, words["quantity_" + key]));
+      box.append(label);
+      ui.quantityBoxes[key] = radio;
+    });
+    ui.quantityHelp = el("p", "caseboard-real__quantity-help");
+    ui.quantityHelp.id = "caseboard-real-quantity-help";
+    var link = el("a", null, words.quantity_link);
+    link.href = new URL("../" + words.quantity_href, location.href).href;
+    ui.quantityHelp.append(words.quantity_help + " ", link);
+    box.setAttribute("aria-describedby", ui.quantityHelp.id);
+    box.hidden = ui.quantityHelp.hidden = true;
+    ui.quantity = box;
+    return box;
+  }
+
+  /* The legend: a bar from 0 to 1 on the sqrt scale, ticks 0, 0.25, 1 as text; its title and
+     note name the quantity shown (quantityWords). */
   function buildLegend() {
     var legend = el("div", "caseboard-real__legend");
     var title = el("span", "caseboard-real__legend-title", words.legend);
+    ui.legendTitle = title;
     var scale = el("span", "caseboard-real__scale");
     var barBox = el("span", "caseboard-real__ramp");
     barBox.setAttribute("aria-hidden", "true");
@@ -395,7 +537,8 @@
       ticks.append(tick);
     });
     scale.append(barBox, ticks);
-    legend.append(title, scale, el("span", "caseboard-real__note", words.legend_note));
+    ui.legendNote = el("span", "caseboard-real__note", words.legend_note);
+    legend.append(title, scale, ui.legendNote);
     return legend;
   }
 
@@ -429,7 +572,8 @@
   }
 
   /* The lines of one head drawn (slot s: 0 the chosen head, then the overlaid ones): all n x n
-     (when no token is chosen, one group per query) and the n lines of the chosen token. */
+     (when no token is chosen, one group per query; for a long sentence none: they are painted
+     on the canvas, paintLines) and the n lines of the chosen token. */
   function slot(s, n) {
     var every = document.createElementNS(SVG, "g");
     every.setAttribute("class", "caseboard-real__every caseboard-real__slot--" + s);
@@ -437,21 +581,26 @@
     chosen.setAttribute("class", "caseboard-real__chosen caseboard-real__slot--" + s);
     var lines = [], ends = [];
     for (var q = 0; q < n; q++) {
-      var group = document.createElementNS(SVG, "g");
-      group.dataset.q = q;
-      var row = [];
-      for (var k = 0; k < n; k++) row.push(line(group, q, k));
-      every.append(group);
-      lines.push(row);
+      if (n <= LONG) {
+        var group = document.createElementNS(SVG, "g");
+        group.dataset.q = q;
+        var row = [];
+        for (var k = 0; k < n; k++) row.push(line(group, q, k));
+        every.append(group);
+        lines.push(row);
+      }
       ends.push(line(chosen, 0, q));
     }
-    return {every: every, lines: lines, chosen: chosen, ends: ends, stale: true, on: false};
+    return {every: every, lines: lines, chosen: chosen, ends: ends, drawn: null, on: false};
   }
 
   /* n rows of tokens and the chosen head's lines. Made when n changes, otherwise reused. */
   function rows(n) {
     if (ui.rows.length === n) return;
     ui.queries.textContent = ui.keys.textContent = ui.svg.textContent = "";
+    ui.diagram.classList.toggle("caseboard-real__diagram--long", n > LONG);
+    ui.longHint.hidden = n <= LONG;
+    ui.diagram.scrollTop = 0;
     ui.svg.setAttribute("viewBox", "0 0 100 " + n);
     ui.slots = [];
     ui.rows = [];
@@ -484,7 +633,6 @@
     }
     ui.slots.forEach(function (s, i) {
       var on = i < heads.length;
-      if (s.head !== heads[i]) s.stale = true;
       s.head = heads[i];
       s.on = on;
       s.every.style.display = s.chosen.style.display = on ? "" : "none";
@@ -501,6 +649,7 @@
   function announce(change) {
     var parts = [];
     if (change) parts.push(change);
+    if (data.contrib) parts.push(words["quantity_showing_" + quantity()]);
     if (state.view === "one") {
       parts.push(format(words.now_one, {name: headRole(state.layer, state.head)}));
       var strongest = strongestText(true);
@@ -545,8 +694,40 @@
   /* The reader picked a sentence: keep the model if the sentence has it. */
   function choose(id) {
     var models = Object.keys(sentenceOf(id).files);
-    show(id, models.indexOf(state.model) >= 0 ? state.model : models[0]).then(function (shown) {
-      if (shown) announce(sentenceOf(id).text);
+    var model = models.indexOf(state.model) >= 0 ? state.model : models[0];
+    var switched = id === OWN && model !== state.model;
+    show(id, model).then(function (shown) {
+      if (!shown) return;
+      if (switched) status(format(words.own_switched, {model: index.models[model].name}));
+      announce(id === OWN ? words.own_sentence : sentenceOf(id).text);
+    });
+  }
+
+  /* The reader's own sentence (helper OWN's panel runs the model): added, or put in place of
+     the one before, at the top of the sentence list for multilingual-e5-small, and shown at
+     the layer and head chosen. Resolves when it is drawn (a long sentence's grid included). */
+  function addOwn(file) {
+    var decoded = decodeOwn(file);
+    ownVersion++;
+    own = {id: OWN, lang: null, text: String(file.text || ""), files: {e5: OWN}};
+    files[OWN] = Promise.resolve(decoded);
+    if (!ui.ownGroup) {
+      ui.ownGroup = el("optgroup");
+      ui.ownGroup.label = words.own_group;
+      ui.ownGroup.append(new Option("", OWN));
+      ui.sentence.prepend(ui.ownGroup);
+    }
+    var text = visible(own.text).replace(/\s+/g, " ").trim();
+    ui.ownGroup.firstChild.textContent = text.length > 60 ? text.slice(0, 59) + "\u2026" : text;
+    var switched = state.model !== "e5", mine = ownVersion;
+    return show(OWN, "e5").then(function (shown) {
+      if (!shown && mine !== ownVersion) return;  // a newer sentence took its place
+      if (!shown) throw new Error("case board (real heads): the sentence was not shown");
+      if (switched) status(format(words.own_switched, {model: index.models.e5.name}));
+      announce(words.own_sentence);
+      return state.view === "one" ? undefined : ui.painting;
+    }).then(function () {
+      return new Promise(function (resolve) { requestAnimationFrame(function () { resolve(); }); });
     });
   }
 
@@ -558,7 +739,8 @@
     if (root.classList.contains("caseboard--live")) status(words.loading);  // else: see start
     return load(sentence.files[model]).then(function (file) {
       if (mine !== pending) return false;
-      var changed = id !== state.sentence;
+      // (the reader's sentence replaced by another is a change of sentence too)
+      var changed = id !== state.sentence || (id === OWN && file !== data);
       var clamped = state.layer > file.layers - 1;
       data = file;
       state.sentence = id;
@@ -632,6 +814,12 @@
     announce("");
   }
 
+  function setQuantity(which) {
+    state.quantity = which;
+    render();
+    announce("");
+  }
+
   /* A map of a grid opened: its head in the one-head view (the pinned token kept). */
   function open(layer, head) {
     state.layer = layer;
@@ -654,8 +842,30 @@
     ui.onePanel.hidden = state.view !== "one";
     ui.allPanel.hidden = state.view !== "all";
     ui.layersPanel.hidden = state.view !== "layers";
+    // Weights or contributions: the toggle (for data that has both), the legend's words.
+    var which = quantity();
+    ui.quantity.hidden = ui.quantityHelp.hidden = !data.contrib;
+    ui.quantityBoxes[which].checked = true;
+    ui.legendTitle.textContent = which === "contrib" ? words.legend_contrib : words.legend;
+    ui.legendNote.textContent = which === "contrib" ? words.legend_note_contrib
+                                                    : words.legend_note;
     if (state.view === "one") drawHead();
-    else drawMaps();
+    else {
+      paintLines();  // (clears the long sentence's canvas)
+      drawMaps();
+    }
+    changed();
+  }
+
+  /* Tell the page what is shown (`caseboard-real:change` on the board's root, detail: the
+     state), once per change of the sentence, model, layer, head, view or quantity. */
+  function changed() {
+    var now = publicState();
+    var key = JSON.stringify([now.sentence, state.sentence === OWN ? ownVersion : 0, now.model,
+                              now.layer, now.head, now.view, quantity()]);
+    if (key === said) return;
+    said = key;
+    root.dispatchEvent(new CustomEvent("caseboard-real:change", {detail: now, bubbles: true}));
   }
 
   function drawHead() {
@@ -700,14 +910,17 @@
     ui.shown = key;
     var on = ui.slots.filter(function (s) { return s.on; });
     if (chosen === null) {
+      if (n > LONG) paintLines();
       on.forEach(function (s) {
-        if (!s.stale) return;
+        // What its lines show: redrawn when the data, quantity, layer or head changed.
+        var shows = [dataKey(), state.layer, s.head].join("|");
+        if (s.drawn === shows || n > LONG) return;
         for (i = 0; i < n; i++) {
           for (k = 0; k < n; k++) {
             s.lines[i][k].setAttribute("stroke-opacity", Math.sqrt(weight(i, k, s.head)));
           }
         }
-        s.stale = false;
+        s.drawn = shows;
       });
       ui.rows.forEach(function (row) { row.qbar.style.transform = row.kbar.style.transform = ""; });
       ui.readout.textContent = "";
@@ -740,6 +953,66 @@
     readout(side, c);
   }
 
+  /* A long sentence's lines of every query (no token chosen), on the canvas over the part of
+     the line box in view: only the lines that cross it and reach FAINT, those of one value
+     (a byte) stroked together, at strength sqrt(value) as the lines of a short sentence.
+     Redrawn when the lists scroll, the box changes size or the head drawn changes: an n x n
+     pass over bytes, quick even at n = 512, where a line element each would not be (a chosen
+     token's n lines stay line elements). */
+  function paintLines() {
+    ui.linesFrame = 0;
+    var canvas = ui.canvas;
+    if (!data || data.n <= LONG || state.view !== "one") {
+      canvas.width = canvas.height = 0;
+      return;
+    }
+    var n = data.n, box = ui.lineBox, bytes = shownBytes();
+    var height = box.clientHeight, width = box.clientWidth;
+    // The part of the box in view of the scrolling lists (offsetTop: from the diagram).
+    var from = Math.max(0, ui.diagram.scrollTop - box.offsetTop);
+    var to = Math.min(height, ui.diagram.scrollTop + ui.diagram.clientHeight - box.offsetTop);
+    var tall = Math.max(0, to - from), ratio = window.devicePixelRatio || 1;
+    canvas.style.top = from + "px";
+    canvas.style.height = tall + "px";
+    canvas.width = Math.round(width * ratio);
+    canvas.height = Math.round(tall * ratio);
+    if (!tall || !width) return;
+    var context = canvas.getContext("2d");
+    context.setTransform(ratio, 0, 0, ratio, 0, 0);
+    context.lineWidth = 2;
+    var step = height / n;  // one token's row
+    ui.slots.forEach(function (s, at) {
+      if (!s.on) return;
+      var colour = rgb("var(--cbreal-slot-" + at + ")").join(",");
+      var levels = [];  // byte -> [y of the query, y of the key, ...] in view
+      var offset = (state.layer * data.heads + s.head) * n * n;
+      for (var q = 0; q < n; q++) {
+        var yq = (q + 0.5) * step - from;
+        for (var k = 0; k < n; k++) {
+          var b = bytes[offset + q * n + k];
+          if (b < FAINT) continue;
+          var yk = (k + 0.5) * step - from;
+          if ((yq < 0 && yk < 0) || (yq > tall && yk > tall)) continue;
+          (levels[b] || (levels[b] = [])).push(yq, yk);
+        }
+      }
+      levels.forEach(function (ys, b) {
+        context.strokeStyle = "rgba(" + colour + "," + Math.sqrt(b / 255) + ")";
+        context.beginPath();
+        for (var i = 0; i < ys.length; i += 2) {
+          context.moveTo(0, ys[i]);
+          context.lineTo(width, ys[i + 1]);
+          // A few lines a path: one path of thousands of crossing lines rasterises slowly.
+          if (i % 16 === 14) {
+            context.stroke();
+            context.beginPath();
+          }
+        }
+        context.stroke();
+      });
+    });
+  }
+
   /* The readout: the chosen token's top TOP keys (or, for a key, queries) in the chosen head,
      and the top one of each overlaid head. */
   function readout(side, c) {
@@ -752,6 +1025,8 @@
       return order.slice(0, count);
     }
     out.textContent = "";
+    // Which of the two is shown, for a sentence that has both.
+    if (data.contrib) out.append(words["quantity_" + quantity()] + " \u00b7 ");
     var lead = format(side === "q" ? words.looks_at : words.read_by, {token: "\u0000"})
       .split("\u0000");
     out.append(lead[0]);
@@ -773,11 +1048,14 @@
     });
   }
 
-  /* The chosen head as a table: one row per query, one column per key, values in the cells. */
+  /* The chosen head as a table: one row per query, one column per key, values in the cells
+     (a long sentence: one row per query, its TOP strongest keys). */
   function drawTable() {
     var n = data.n;
+    if (n > LONG) return drawTopTable();
     var table = el("table", "caseboard-real__table");
-    table.append(el("caption", null, format(words.table_caption,
+    var caption = quantity() === "contrib" ? words.table_caption_contrib : words.table_caption;
+    table.append(el("caption", null, format(caption,
                                             {name: headName(state.layer, state.head)})));
     var head = el("tr");
     head.append(el("td"));
@@ -803,6 +1081,43 @@
     ui.tableBox.append(table);
   }
 
+  function drawTopTable() {
+    var n = data.n;
+    var table = el("table", "caseboard-real__table");
+    table.append(el("caption", null, format(words.table_caption_top, {
+      name: headName(state.layer, state.head), quantity: words.quantity_names[quantity()],
+      count: TOP})));
+    var head = el("tr");
+    head.append(el("th", null, capital(words.terms.query)));
+    for (var j = 1; j <= TOP; j++) {
+      var th = el("th", null, format(words.table_top, {rank: j}));
+      th.scope = "col";
+      head.append(th);
+    }
+    var thead = el("thead");
+    thead.append(head);
+    var body = el("tbody"), order = [];
+    for (var k = 0; k < n; k++) order.push(k);
+    for (var q = 0; q < n; q++) {
+      var tr = el("tr"), name = el("th");
+      name.scope = "row";
+      tokenInto(name, data.tokens[q], true);
+      tr.append(name);
+      var row = function (i) { return weight(q, i); };
+      order.slice().sort(function (a, b) { return row(b) - row(a) || a - b; })
+        .slice(0, TOP).forEach(function (i) {
+          var td = el("td"), token = el("span");
+          tokenInto(token, data.tokens[i], true);
+          td.append(token, " " + row(i).toFixed(2));
+          tr.append(td);
+        });
+      body.append(tr);
+    }
+    table.append(thead, body);
+    ui.tableBox.textContent = "";
+    ui.tableBox.append(table);
+  }
+
   /* Colour of a CSS value (a variable of the board's palette) as [r, g, b], laid over `under`
      if it is translucent (Material's text colours are): what a line of that colour shows. */
   function rgb(value, under) {
@@ -818,19 +1133,54 @@
     });
   }
 
-  /* One head's weights into a canvas: one pixel per weight, from the page's background (weight
-     0) to the weights' colour (1), at strength sqrt(weight), as the lines. */
+  /* The colour of each byte value 0 .. 255, [r, g, b] in a row: from the page's background
+     (0) to the weights' colour (255), at strength sqrt(byte / 255), as the lines. */
+  function ramp(paper, ink) {
+    var key = paper.join() + "|" + ink.join();
+    if (ui.ramp && ui.ramp.key === key) return ui.ramp.colours;
+    var colours = new Uint8ClampedArray(256 * 3);  // rounds as the canvas's pixels do
+    for (var b = 0; b < 256; b++) {
+      var s = Math.sqrt(b / 255);
+      for (var c = 0; c < 3; c++) colours[3 * b + c] = paper[c] + (ink[c] - paper[c]) * s;
+    }
+    ui.ramp = {key: key, colours: colours};
+    return colours;
+  }
+
+  /* One head's values into a canvas: one pixel per value in the colours of `ramp`. A long
+     sentence's map (n > LONG) is downsampled to at most MAP pixels a side, each pixel the
+     largest value of its block, so that a thin line of strong weights still shows. */
   function paint(canvas, layer, head, paper, ink) {
-    var n = data.n;
-    canvas.width = canvas.height = n;
+    var n = data.n, bytes = shownBytes(), colours = ramp(paper, ink);
+    var f = n > LONG ? Math.ceil(n / MAP) : 1, m = Math.ceil(n / f);
+    var offset = (layer * data.heads + head) * n * n, values = bytes, at = offset, i;
+    if (f > 1) {
+      values = new Uint8Array(m * m);
+      at = 0;
+      if (!ui.blocks || ui.blocks.length !== n || ui.blocks.f !== f) {
+        ui.blocks = new Int32Array(n);  // token -> its block
+        ui.blocks.f = f;
+        for (i = 0; i < n; i++) ui.blocks[i] = Math.floor(i / f);
+      }
+      var blocks = ui.blocks;
+      for (var q = 0; q < n; q++) {
+        var row = blocks[q] * m, start = offset + q * n;
+        for (var k = 0; k < n; k++) {
+          var b = bytes[start + k], cell = row + blocks[k];
+          if (b > values[cell]) values[cell] = b;
+        }
+      }
+    }
+    canvas.width = canvas.height = m;
+    canvas.classList.toggle("caseboard-real__smooth", f > 1);
     var context = canvas.getContext("2d");
-    var image = context.createImageData(n, n);
-    var pixels = image.data, offset = (layer * data.heads + head) * n * n;
-    for (var i = 0; i < n * n; i++) {
-      var s = Math.sqrt(data.bytes[offset + i] / 255);
-      pixels[4 * i] = paper[0] + (ink[0] - paper[0]) * s;
-      pixels[4 * i + 1] = paper[1] + (ink[1] - paper[1]) * s;
-      pixels[4 * i + 2] = paper[2] + (ink[2] - paper[2]) * s;
+    var image = context.createImageData(m, m);
+    var pixels = image.data;
+    for (i = 0; i < m * m; i++) {
+      var v = 3 * values[at + i];
+      pixels[4 * i] = colours[v];
+      pixels[4 * i + 1] = colours[v + 1];
+      pixels[4 * i + 2] = colours[v + 2];
       pixels[4 * i + 3] = 255;
     }
     context.putImageData(image, 0, 0);
@@ -885,10 +1235,12 @@
       if (j === state.head) thumb.setAttribute("aria-current", "true");
       else thumb.removeAttribute("aria-current");
     });
-    var key = [state.sentence, state.model, state.layer, paper, ink].join("|");
+    var key = [dataKey(), state.layer, paper, ink].join("|");
     if (key === drawn.all) return;
     drawn.all = key;
-    for (var j = 0; j < heads; j++) paint(ui.thumbs[j].firstChild, state.layer, j, paper, ink);
+    var maps = [];
+    for (var j = 0; j < heads; j++) maps.push([ui.thumbs[j].firstChild, state.layer, j]);
+    paintMaps("all", maps, paper, ink);
   }
 
   function drawGrid(paper, ink) {
@@ -929,15 +1281,45 @@
         else map.removeAttribute("aria-current");
       });
     });
-    var key = [state.sentence, state.model, paper, ink].join("|");
+    var key = [dataKey(), paper, ink].join("|");
     if (key === drawn.layers) return;
     drawn.layers = key;
     for (l = 0; l < layers; l++) {
-      for (j = 0; j < heads; j++) {
-        labelMap(ui.maps[l][j], l, j, 1);
-        paint(ui.maps[l][j].firstChild, l, j, paper, ink);
-      }
+      for (j = 0; j < heads; j++) labelMap(ui.maps[l][j], l, j, 1);
     }
+    var maps = [];
+    for (l = 0; l < layers; l++) {
+      for (j = 0; j < heads; j++) maps.push([ui.maps[l][j].firstChild, l, j]);
+    }
+    paintMaps("layers", maps, paper, ink);
+  }
+
+  /* Paint maps ([canvas, layer, head] each) of the view `view`: at once for a short sentence;
+     for a long one a few at a time, each few in a task of its own, so that the page keeps
+     answering. ui.painting resolves when the last is painted (or a newer painting of the
+     same view took over). */
+  function paintMaps(view, maps, paper, ink) {
+    if (data.n <= LONG) {
+      maps.forEach(function (map) { paint(map[0], map[1], map[2], paper, ink); });
+      return;
+    }
+    var job = ui.jobs[view] = (ui.jobs[view] || 0) + 1, shown = data;
+    ui.painting = new Promise(function (resolve) {
+      (function next(at) {
+        if (job !== ui.jobs[view] || data !== shown) return resolve();
+        maps.slice(at, at + 4).forEach(function (map) {
+          paint(map[0], map[1], map[2], paper, ink);
+        });
+        if (at + 4 < maps.length) setTimeout(next, 0, at + 4);
+        else resolve();
+      })(0);
+    });
+  }
+
+  /* What the maps show, besides the layer and the palette: the data and the quantity. */
+  function dataKey() {
+    return [state.sentence, state.sentence === OWN ? ownVersion : "", state.model,
+            quantity()].join("|");
   }
 
   /* The grid's one Tab stop: the map at `at`. */
@@ -975,7 +1357,7 @@
   // Say "loading" only if it takes a while: a quick load then changes nothing on the page twice.
   var slow = setTimeout(function () { if (words) status(words.loading); }, 500);
 
-  fetchJSON("real-" + LANG + ".json").then(function (json) {
+  var ready = fetchJSON("real-" + LANG + ".json").then(function (json) {
     index = json;
     words = json.words;
     var board = build();
@@ -985,37 +1367,57 @@
     return show(first.id, first.files[DEFAULTS.model] ? DEFAULTS.model
                                                       : Object.keys(first.files)[0])
       .then(function (shown) {
-        if (!shown) return;
+        if (!shown) return Promise.reject(null);  // (show said so): addOwn waits in vain
         board.firstChild.after(ui.status);
         root.append(board);
         root.classList.add("caseboard--live");
       });
-  }).catch(function (error) {
+  });
+  ready.catch(function (error) {
     clearTimeout(slow);
     status(LOAD_FAILED);
-    console.warn("case board (real heads):", error);
+    if (error) console.warn("case board (real heads):", error);
   }).then(function () { clearTimeout(slow); });
 
+  /* The controls' state: layer and head counted from 1 as the page shows them; token is the
+     index of the query whose lines show, or null; key likewise for a key; overlay the heads
+     drawn (from 1), the chosen one first; quantity ("weights" or "contrib") only for a
+     sentence that has both (the reader's own). */
+  function publicState() {
+    var chosen = hover || pinned;
+    var out = {sentence: state.sentence, model: state.model, layer: state.layer + 1,
+               head: state.head + 1, view: state.view,
+               token: chosen && chosen.side === "q" ? chosen.i : null,
+               key: chosen && chosen.side === "k" ? chosen.i : null,
+               pinned: pinned ? {side: pinned.side, index: pinned.i} : null,
+               overlay: [state.head].concat(overlay).map(function (j) { return j + 1; })};
+    if (data && data.contrib) out.quantity = quantity();
+    return out;
+  }
+
   window.caseBoardReal = Object.freeze({
-    /* The controls' state: layer and head counted from 1 as the page shows them; token is the
-       index of the query whose lines show, or null; key likewise for a key; overlay the heads
-       drawn (from 1), the chosen one first. */
-    state: function () {
-      var chosen = hover || pinned;
-      return {sentence: state.sentence, model: state.model, layer: state.layer + 1,
-              head: state.head + 1, view: state.view,
-              token: chosen && chosen.side === "q" ? chosen.i : null,
-              key: chosen && chosen.side === "k" ? chosen.i : null,
-              pinned: pinned ? {side: pinned.side, index: pinned.i} : null,
-              overlay: [state.head].concat(overlay).map(function (j) { return j + 1; })};
-    },
+    state: publicState,
     /* The head shown: its sentence's tokens and weights (n x n, weight[q][k] = byte / 255),
-       and every head's pattern of the data (layers x heads, a role's key or null). */
+       its contributions likewise if it has them (else null), the quantity drawn, and every
+       head's pattern of the data (layers x heads, a role's key or null; null if none). */
     current: function () {
       if (!data) return null;
-      return {tokens: data.tokens.slice(), weights: data.tokens.map(function (t, q) {
-        return data.tokens.map(function (u, k) { return weight(q, k); });
-      }), roles: data.roles.map(function (row) { return row.slice(); })};
+      var n = data.n, offset = (state.layer * data.heads + state.head) * n * n;
+      function matrix(bytes) {
+        return data.tokens.map(function (t, q) {
+          return Array.from(bytes.subarray(offset + q * n, offset + (q + 1) * n),
+                            function (b) { return b / 255; });
+        });
+      }
+      return {tokens: data.tokens.slice(), weights: matrix(data.bytes),
+              contributions: data.contrib ? matrix(data.contrib) : null, quantity: quantity(),
+              roles: data.roles && data.roles.map(function (row) { return row.slice(); })};
+    },
+    /* The reader's own sentence: {text, tokens, layers, heads, n, bytes, contrib, roles}
+       (bytes and contrib: Uint8Array(layers * heads * n * n), round(255 * value)); see
+       addOwn. Returns a Promise, resolved when it is drawn. */
+    addOwn: function (file) {
+      return ready.then(function () { return addOwn(file); });
     },
   });
 })();

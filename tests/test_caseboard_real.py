@@ -857,7 +857,8 @@ def test_the_boards_scripts_are_asked_for_after_the_page_is_parsed(browser, base
     """overrides/caseboard.html: the boards' scripts are asked for in a frame after the page has
     been parsed (DOMContentLoaded), so the page is laid out and painted with its static figures
     first; as deferred scripts they were asked for while it was parsed, and ran in the task
-    that first laid it out, which then waited for them. Both scripts still run."""
+    that first laid it out, which then waited for them. All three (real heads, the lab, the
+    reader's own sentence) still run."""
     context = open_context(browser)
     try:
         page = context.new_page()
@@ -868,11 +869,11 @@ def test_the_boards_scripts_are_asked_for_after_the_page_is_parsed(browser, base
         timing = page.evaluate("""() => ({
             parsed: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
             scripts: performance.getEntriesByType('resource')
-                .filter(r => /caseboard-(real|lab)\\.js$/.test(r.name))
+                .filter(r => /caseboard-(real|lab|own)\\.js$/.test(r.name))
                 .map(r => r.startTime)})""")
-        assert len(timing["scripts"]) == 2
+        assert len(timing["scripts"]) == 3
         assert min(timing["scripts"]) >= timing["parsed"] > 0
-        assert page.locator("script[src*='caseboard-']").count() == 2  # added by the loader
+        assert page.locator("script[src*='caseboard-']").count() == 3  # added by the loader
         assert page.locator("script[defer][src*='caseboard-']").count() == 0
     finally:
         context.close()

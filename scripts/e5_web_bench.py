@@ -197,7 +197,7 @@ def renderer_private_mb(browser) -> float | None:
         if process["type"] != "renderer":
             continue
         try:
-            text = Path(f"/proc/{process['id']}/smaps_rollup").read_text()
+            text = Path(f"/proc/{process['id']}/smaps_rollup").read_text(encoding="utf-8")
         except OSError:
             continue
         kb = sum(int(line.split()[1]) for line in text.splitlines()

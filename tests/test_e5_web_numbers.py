@@ -16,7 +16,8 @@ paragraphs of up to about 120 tokens, in both languages), they must be mha's:
   test's time for nothing the other checks miss);
 - the views' bytes: the attentions within 1 of round(255 w), w mha's weights; the contributions
   (Kobayashi et al. 2020: w_qk ||v_k^j W_O^j||, normalised per row) within 1 of the same
-  quantity computed here in NumPy from mha's hidden states and weights;
+  quantity computed here in NumPy from mha's hidden states and weights (at the same layers as
+  the float weights);
 - every intermediate of a layer ("layer"'s parts) within the same tolerances of the steps of
   `mha.models.encoder.bert_layer` run here;
 - a re-weighted head ("head"): at temperature 1 without a mask, the layer's weights exactly; at
@@ -186,14 +187,14 @@ ODD = ["", "钥匙🔑在哪里？🤔", "３月１４日，ＡＢＣ公司", "a
 
 def make_sentences(tokenizer) -> list[str]:
     """51 sentences of both languages, seeded: every list above, random pairs, and
-    paragraphs of up to 60 to 120 tokens."""
+    paragraphs of up to 60 and 120 tokens."""
     rng = random.Random(20261202)
     out = CASE_ZH + CASE_EN + NEWS_ZH + NEWS_EN + MIXED + ODD
     pool = CASE_ZH + CASE_EN + NEWS_ZH + NEWS_EN + MIXED
-    for _ in range(8):                                        # two sentences
+    for _ in range(12):                                       # two sentences
         a, b = rng.sample(pool, 2)
         out.append(a + ("" if a.endswith("。") else " ") + b)
-    for target in (60, 80, 100, 110, 120, 120):              # paragraphs
+    for target in (60, 120):                                 # paragraphs
         zh = rng.random() < 0.5
         joint, parts = "" if zh else " ", []
         candidates = (CASE_ZH + NEWS_ZH if zh else CASE_EN + NEWS_EN) * 3
@@ -334,7 +335,7 @@ def test_runs_match_mha_at_every_layer(loaded, e5, sentences):
         assert_within(attentions, np.round(255 * out.attentions.astype(np.float64)), 1,
                       err_msg=f"attention bytes, {where}")
         given = reply["contributions"].reshape(LAYERS, H, n, n).astype(int)
-        for layer in range(LAYERS):
+        for layer in range(LAYERS) if index < ALL_LAYERS else SOME_LAYERS:
             expected = contributions(e5, out.hidden_states[layer], out.attentions[layer], layer)
             assert_within(given[layer], np.round(255 * expected), 1,
                           err_msg=f"contribution bytes at layer {layer}, {where}")
@@ -437,9 +438,9 @@ def test_head_reweighting(loaded, e5):
 
 
 def test_embeddings_match_e5_embed(loaded, e5, sentences):
-    texts = [CASE_ZH[0], CASE_EN[0], NEWS_ZH[0], NEWS_EN[1], MIXED[2], sentences[-1]]
+    texts = [CASE_ZH[0], CASE_EN[0], MIXED[2], sentences[-1]]
     for text in texts:
-        for prefix in (None, "passage: ", ""):
+        for prefix in (None, "passage: ", "") if text == CASE_ZH[0] else (None,):
             message = {"type": "embed", "text": text}
             if prefix is not None:
                 message["prefix"] = prefix

@@ -87,8 +87,8 @@ export async function openCache(manifest) {
 }
 
 /**
- * The bytes of `url`: from `cache` if it holds them with the expected size, otherwise fetched
- * (counting progress) and put in the cache. Returns {buffer, cached}.
+ * The bytes of `url`: read out of `cache` if it holds them with the expected size, otherwise
+ * fetched (counting progress) and put in the cache. Returns {buffer, cached}.
  */
 export async function cachedBytes(cache, url, expected, onBytes) {
   if (cache) {

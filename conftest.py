@@ -199,7 +199,7 @@ SHARDS = ("site", "rest")
 #: site half built (when dev.py shares it): the case board's browser tests, so that the two
 #: halves take about as long as each other.
 ON_SHARED_SITE = ("tests/test_caseboard_lab.py", "tests/test_caseboard_real.py",
-                  "tests/test_caseboard_tasks.py")
+                  "tests/test_caseboard_tasks.py", "tests/test_caseboard_own_real.py")
 
 
 def keep_shard(config, items) -> None:

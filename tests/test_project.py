@@ -330,9 +330,12 @@ def test_ctrl_c_ends_dev_py_quietly_with_130(tmp_path, to_group):
               "dev.python_problem = lambda version, core_only: None\n"   # on Python 3.10 too
               "dev.PYTHON = sys.executable\n"
               f"sys.exit(dev.main({args!r}))\n")
+    # SIGINT as a terminal leaves it: a shell that started these tests in the background
+    # (`... &`) hands them SIGINT ignored, and an ignored SIGINT would be inherited.
     process = subprocess.Popen([sys.executable, "-c", driver], cwd=tmp_path, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not started.exists() and time.monotonic() < deadline and process.poll() is None:

@@ -109,14 +109,11 @@ def test_download_size_is_what_the_first_run_fetches(files):
 
 
 def _hook():
-    import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "hooks" / "e5_web.py"
-    spec = importlib.util.spec_from_file_location("e5_web_hook", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from helpers import load_file
+
+    return load_file(Path(__file__).resolve().parents[1] / "hooks" / "e5_web.py", "e5_web_hook")
 
 
 PAGE = ('<h2 id="your-case">x</h2><div id="own-case" class="own-case">'

@@ -668,11 +668,14 @@
       return;
     }
     var mine = run;
-    // Copies: the board keeps its own (the run's arrays stay ours). addOwn may return a Promise.
+    // Handed over, not copied: at 512 tokens each array is 12 x 12 x 512 x 512 bytes (38 MB),
+    // and this panel does not read them again. addOwn may return a Promise.
+    var attentions = run.attentions, contributions = run.contributions;
+    run.attentions = run.contributions = null;
     new Promise(function (resolve) {
       resolve(board.addOwn({text: run.text, tokens: run.tokens.slice(), layers: LAYERS,
-                            heads: HEADS, n: run.n, bytes: new Uint8Array(run.attentions),
-                            contrib: run.contributions ? new Uint8Array(run.contributions) : null}));
+                            heads: HEADS, n: run.n, bytes: attentions,
+                            contrib: contributions || null}));
     }).then(function () {
       if (mine === run) ui.jump.hidden = false;
     }, function (error) {

@@ -34,7 +34,7 @@ from ..models.e5 import SHA256, WEIGHTS_FILE, _shapes, model_folder
 from ..models.e5bin import BLOCK, Q4_0, read_e5_file
 from ..models.weights import WeightsNotInstalledError, check_sha256
 
-__all__ = ["source_file", "web_files", "write_files", "write_web_files", "FORMAT", "ROWS_PER_SHARD",
+__all__ = ["source_file", "web_files", "write_files", "FORMAT", "ROWS_PER_SHARD",
            "ENVIRONMENT"]
 
 FORMAT = 1
@@ -166,9 +166,3 @@ def write_files(folder, files: dict[str, bytes]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
 
-
-def write_web_files(folder, path=None) -> dict:
-    """Write `web_files` under ``folder`` (`write_files`); return the manifest."""
-    files = web_files(path)
-    write_files(folder, files)
-    return json.loads(files["manifest.json"])

@@ -409,6 +409,16 @@ def test_the_forward_strips_are_mhas_hidden_states_and_the_stepper_walks_a_layer
         page.click("#own-case-forward .own-case__nav button >> nth=1")
         step = page.evaluate("() => window.caseBoardOwn.step()")
         assert step["part"] == expected_part
+        if expected_part == "weights":
+            # The head chosen above the maps, its weights only (the worker sends one head's);
+            # another head chosen there is asked for and shown here too.
+            head = page.evaluate("() => window.caseBoardOwn.state().head")
+            assert step["head"] == head
+            close_rows(step["row"], out.attentions[4, head, token], what="weights")
+            choose(page, "#own-case-head select >> nth=1", 7)
+            page.wait_for_function("() => window.caseBoardOwn.step().head === 7")
+            close_rows(page.evaluate("() => window.caseBoardOwn.step().row"),
+                       out.attentions[4, 7, token], what="weights of head 7")
         assert page.locator("#own-case-forward .own-case__step[aria-current=step]").count() == 1
         assert page.locator("#own-case-forward .own-case__step-text").text_content().strip()
     assert step["cols"] == 384

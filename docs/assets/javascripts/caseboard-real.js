@@ -26,10 +26,11 @@
  * The reader's own sentence (issue #30): the own-sentence panel (#own-case) runs
  * multilingual-e5-small in a worker and gives the result to `window.caseBoardReal.addOwn`: it
  * comes first in the sentence list ("your sentence"), for that model only, with the weights
- * and the contributions (Kobayashi et al. 2020: each key's value vector through W_O, times its
- * weight, the length of that, each row summing to 1). A toggle, shown only for data that has
- * both, switches every view, the legend, the readout, the table and what is announced between
- * the two. Such a sentence can be 512 tokens long: the token lists scroll in a box at most a
+ * and the length of each key's value vector through W_O in each head, from which this board
+ * draws the contributions (Kobayashi et al. 2020: the weight times that length, each row
+ * divided by its sum; see contributionMap). A toggle, shown only for data that has both,
+ * switches every view, the legend, the readout, the table and what is announced between the
+ * two. Such a sentence can be 512 tokens long: the token lists scroll in a box at most a
  * screen tall; beyond LONG tokens the lines of every query are painted on a canvas over the
  * part in view, the maps are downsampled and the grid is painted a few maps a task. Tokens are
  * always text, each isolated in its own direction, invisible characters named.
@@ -149,27 +150,64 @@
     }
     var weights = bytes("bytes");
     if (!weights) throw new TypeError("addOwn: bytes (the attention weights) are missing");
+    var norms = file.norms;
+    if (norms !== undefined && norms !== null) {
+      norms = norms instanceof Float32Array ? norms : Float32Array.from(norms);
+      if (norms.length !== file.layers * n * file.heads) {
+        throw new RangeError("addOwn: norms has " + norms.length + " values, expected " +
+                             file.layers + " x " + n + " x " + file.heads);
+      }
+    } else {
+      norms = null;
+    }
     return {tokens: tokens.map(String), layers: file.layers, heads: file.heads, n: n,
-            bytes: weights, contrib: bytes("contrib"), roles: file.roles || null};
+            bytes: weights, norms: norms, contribMaps: {layer: -1, maps: []},
+            roles: file.roles || null};
   }
 
   /* The quantity shown: "weights", or "contrib" if the reader chose it for a sentence that
      has contributions (the reader's own). */
   function quantity() {
-    return data && data.contrib ? state.quantity : "weights";
+    return data && data.norms ? state.quantity : "weights";
   }
 
-  /* Its bytes, (layers, heads, n, n) in C order. */
-  function shownBytes() {
-    return quantity() === "contrib" ? data.contrib : data.bytes;
+  /* The map of head `head` of layer `layer`, (n, n) bytes, value[q][k] = byte / 255: the
+     weights, or the contributions if they are shown (those of the layer shown are kept). */
+  function mapBytes(layer, head, which) {
+    var n = data.n, offset = (layer * data.heads + head) * n * n;
+    var weights = data.bytes.subarray(offset, offset + n * n);
+    if ((which || quantity()) !== "contrib") return weights;
+    var kept = data.contribMaps;
+    if (layer !== state.layer) return contributionMap(layer, head, weights);
+    if (kept.layer !== layer) kept.layer = layer, kept.maps = [];
+    return kept.maps[head] || (kept.maps[head] = contributionMap(layer, head, weights));
+  }
+
+  /* The contributions of one head (Kobayashi et al. 2020): what key k adds to query q's
+     output is the vector w_qk f_k, f_k = v_k W_O^j (its value through the head's share of the
+     output projection), so its size is c_qk = w_qk ||f_k||; shown as c divided by its row's
+     sum, round(255 * value). From the weights' bytes (the 1/255 cancels out) and the norms
+     ||f_k|| the worker computed (data.norms, (layers, n, heads)): twelve maps of bytes would
+     be 38 MB more at 512 tokens. */
+  function contributionMap(layer, head, weights) {
+    var n = data.n, h = data.heads, norms = data.norms, at = layer * n * h + head;
+    var out = new Uint8Array(n * n), row = new Float64Array(n);
+    for (var q = 0; q < n; q++) {
+      var total = 0, k;
+      for (k = 0; k < n; k++) {
+        row[k] = weights[q * n + k] * norms[at + k * h];
+        total += row[k];
+      }
+      for (k = 0; k < n; k++) out[q * n + k] = total > 0 ? Math.round(row[k] / total * 255) : 0;
+    }
+    return out;
   }
 
   /* value[q][k] of head `head` (default: the chosen one) of the layer shown: the weight, or
      the contribution if that is shown. */
   function weight(q, k, head) {
-    var n = data.n;
     var j = head === undefined ? state.head : head;
-    return shownBytes()[((state.layer * data.heads + j) * n + q) * n + k] / 255;
+    return mapBytes(state.layer, j)[q * data.n + k] / 255;
   }
 
   function format(template, values) {
@@ -649,7 +687,7 @@
   function announce(change) {
     var parts = [];
     if (change) parts.push(change);
-    if (data.contrib) parts.push(words["quantity_showing_" + quantity()]);
+    if (data.norms) parts.push(words["quantity_showing_" + quantity()]);
     if (state.view === "one") {
       parts.push(format(words.now_one, {name: headRole(state.layer, state.head)}));
       var strongest = strongestText(true);
@@ -844,7 +882,7 @@
     ui.layersPanel.hidden = state.view !== "layers";
     // Weights or contributions: the toggle (for data that has both), the legend's words.
     var which = quantity();
-    ui.quantity.hidden = ui.quantityHelp.hidden = !data.contrib;
+    ui.quantity.hidden = ui.quantityHelp.hidden = !data.norms;
     ui.quantityBoxes[which].checked = true;
     ui.legendTitle.textContent = which === "contrib" ? words.legend_contrib : words.legend;
     ui.legendNote.textContent = which === "contrib" ? words.legend_note_contrib
@@ -966,7 +1004,7 @@
       canvas.width = canvas.height = 0;
       return;
     }
-    var n = data.n, box = ui.lineBox, bytes = shownBytes();
+    var n = data.n, box = ui.lineBox;
     var height = box.clientHeight, width = box.clientWidth;
     // The part of the box in view of the scrolling lists (offsetTop: from the diagram).
     var from = Math.max(0, ui.diagram.scrollTop - box.offsetTop);
@@ -985,11 +1023,11 @@
       if (!s.on) return;
       var colour = rgb("var(--cbreal-slot-" + at + ")").join(",");
       var levels = [];  // byte -> [y of the query, y of the key, ...] in view
-      var offset = (state.layer * data.heads + s.head) * n * n;
+      var map = mapBytes(state.layer, s.head);
       for (var q = 0; q < n; q++) {
         var yq = (q + 0.5) * step - from;
         for (var k = 0; k < n; k++) {
-          var b = bytes[offset + q * n + k];
+          var b = map[q * n + k];
           if (b < FAINT) continue;
           var yk = (k + 0.5) * step - from;
           if ((yq < 0 && yk < 0) || (yq > tall && yk > tall)) continue;
@@ -1026,7 +1064,7 @@
     }
     out.textContent = "";
     // Which of the two is shown, for a sentence that has both.
-    if (data.contrib) out.append(words["quantity_" + quantity()] + " \u00b7 ");
+    if (data.norms) out.append(words["quantity_" + quantity()] + " \u00b7 ");
     var lead = format(side === "q" ? words.looks_at : words.read_by, {token: "\u0000"})
       .split("\u0000");
     out.append(lead[0]);
@@ -1151,9 +1189,9 @@
      sentence's map (n > LONG) is downsampled to at most MAP pixels a side, each pixel the
      largest value of its block, so that a thin line of strong weights still shows. */
   function paint(canvas, layer, head, paper, ink) {
-    var n = data.n, bytes = shownBytes(), colours = ramp(paper, ink);
+    var n = data.n, bytes = mapBytes(layer, head), colours = ramp(paper, ink);
     var f = n > LONG ? Math.ceil(n / MAP) : 1, m = Math.ceil(n / f);
-    var offset = (layer * data.heads + head) * n * n, values = bytes, at = offset, i;
+    var offset = 0, values = bytes, at = 0, i;
     if (f > 1) {
       values = new Uint8Array(m * m);
       at = 0;
@@ -1391,7 +1429,7 @@
                key: chosen && chosen.side === "k" ? chosen.i : null,
                pinned: pinned ? {side: pinned.side, index: pinned.i} : null,
                overlay: [state.head].concat(overlay).map(function (j) { return j + 1; })};
-    if (data && data.contrib) out.quantity = quantity();
+    if (data && data.norms) out.quantity = quantity();
     return out;
   }
 
@@ -1402,19 +1440,20 @@
        head's pattern of the data (layers x heads, a role's key or null; null if none). */
     current: function () {
       if (!data) return null;
-      var n = data.n, offset = (state.layer * data.heads + state.head) * n * n;
-      function matrix(bytes) {
+      var n = data.n;
+      function matrix(which) {
+        var bytes = mapBytes(state.layer, state.head, which);
         return data.tokens.map(function (t, q) {
-          return Array.from(bytes.subarray(offset + q * n, offset + (q + 1) * n),
-                            function (b) { return b / 255; });
+          return Array.from(bytes.subarray(q * n, (q + 1) * n), function (b) { return b / 255; });
         });
       }
-      return {tokens: data.tokens.slice(), weights: matrix(data.bytes),
-              contributions: data.contrib ? matrix(data.contrib) : null, quantity: quantity(),
+      return {tokens: data.tokens.slice(), weights: matrix("weights"),
+              contributions: data.norms ? matrix("contrib") : null, quantity: quantity(),
               roles: data.roles && data.roles.map(function (row) { return row.slice(); })};
     },
-    /* The reader's own sentence: {text, tokens, layers, heads, n, bytes, contrib, roles}
-       (bytes and contrib: Uint8Array(layers * heads * n * n), round(255 * value)); see
+    /* The reader's own sentence: {text, tokens, layers, heads, n, bytes, norms, roles}
+       (bytes: Uint8Array(layers * heads * n * n), round(255 * weight); norms:
+       Float32Array(layers * n * heads), ||v_k W_O^j|| of key k in head j, or null); see
        addOwn. Returns a Promise, resolved when it is drawn. */
     addOwn: function (file) {
       return ready.then(function () { return addOwn(file); });

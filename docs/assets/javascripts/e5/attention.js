@@ -5,6 +5,8 @@
 // The heads live side by side in (n, d_model) arrays: head j is the 32-wide column block
 // j * d_k ... (j + 1) * d_k - 1 (mha.multihead.split_heads). Arrays are flat, row-major.
 
+import { release } from "./e5bin.js";
+
 /**
  * Softmax of each row of a (rows, cols) array, in place: e^(x - max) / sum. A -Infinity entry
  * (a hidden key) becomes exactly 0; a row that is all -Infinity becomes all zeros (mha.softmax).
@@ -82,7 +84,9 @@ export function rowsTimesRows(a, m, b, p, k, out = new Float32Array(m * p)) {
 export function headScores(qj, kj, n, dk, out) {
   const scale = Math.fround(1 / Math.sqrt(dk));
   const qs = Float32Array.from(qj, value => value * scale);      // q * scale, float32
-  return rowsTimesRows(qs, n, kj, n, dk, out);
+  rowsTimesRows(qs, n, kj, n, dk, out);
+  release(qs);
+  return out;
 }
 
 /** Which keys a query sees: (query, key) -> bool, or null for all (mha.masks). */
@@ -119,6 +123,7 @@ export function weightedValues(w, vj, n, dModel, dk, head, out) {
   for (let t = 0; t < n; t++) for (let d = 0; d < dk; d++) vt[d * n + t] = vj[t * dk + d];
   const sums = rowsTimesRows(w, n, vt, dk, n);                    // (n, d_k)
   for (let i = 0; i < n; i++) out.set(sums.subarray(i * dk, (i + 1) * dk), i * dModel + head * dk);
+  release(vt, sums);
   return out;
 }
 
@@ -135,10 +140,13 @@ export function multiHeadAttention(q, k, v, n, dModel, h, { keepScores = false }
   const context = new Float32Array(n * dModel);
   for (let j = 0; j < h; j++) {
     const wj = weights.subarray(j * n * n, (j + 1) * n * n);     // (n, n)
-    headScores(headColumns(q, n, dModel, dk, j), headColumns(k, n, dModel, dk, j), n, dk, wj);
+    const qj = headColumns(q, n, dModel, dk, j), kj = headColumns(k, n, dModel, dk, j);
+    headScores(qj, kj, n, dk, wj);
     if (scores) scores.set(wj, j * n * n);
     softmaxRows(wj, n, n);
-    weightedValues(wj, headColumns(v, n, dModel, dk, j), n, dModel, dk, j, context);
+    const vj = headColumns(v, n, dModel, dk, j);
+    weightedValues(wj, vj, n, dModel, dk, j, context);
+    release(qj, kj, vj);
   }
   return { scores, weights, context };
 }

@@ -7,7 +7,7 @@
 // d_ff = 1536, layers = 12. Arrays are flat, row-major Float32Arrays; hidden states are
 // (layers + 1, n, d_model), attention weights (layers, h, n, n).
 
-import { checkManifest, embeddingRow, tensor } from "./e5bin.js";
+import { checkManifest, embeddingRow, release, tensor } from "./e5bin.js";
 import { bertLayer, layerNorm, linear } from "./encoder.js";
 import { headScores, hide, softmaxRows, visibility } from "./attention.js";
 import { loadTokenizer } from "./sentencepiece.js";
@@ -46,18 +46,26 @@ async function readBody(response, url, expected, onBytes) {
     return checkSize(buffer, url, expected);
   }
   const reader = response.body.getReader();
+  // With the size known, the chunks go straight into one buffer (the file is in memory once,
+  // not also as its chunks); otherwise they are joined at the end.
+  let bytes = expected != null ? new Uint8Array(expected) : null;
   const chunks = [];
   let size = 0;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    chunks.push(value);
+    if (bytes && size + value.length <= bytes.length) bytes.set(value, size);
+    else chunks.push(value);
     size += value.length;
     onBytes(value.length);
+    if (bytes) release(value);
   }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) { bytes.set(chunk, at); at += chunk.length; }
+  if (!bytes || size !== bytes.length) {                        // unknown size, or not the manifest's
+    if (bytes) return checkSize(new ArrayBuffer(size), url, expected);
+    bytes = new Uint8Array(size);
+    let at = 0;
+    for (const chunk of chunks) { bytes.set(chunk, at); at += chunk.length; }
+  }
   return checkSize(bytes.buffer, url, expected);
 }
 
@@ -235,8 +243,10 @@ export class E5 {
 
   /**
    * The forward pass from X0 (n, d_model) through every layer (Encoder._encode).
-   * Returns {hidden ((layers + 1), n, d_model) Float32Array} and, with analysis (default), the
-   * views' bytes: attentions and contributions ((layers, h, n, n) Uint8Array, round(255 * value)).
+   * Returns {hidden ((layers + 1), n, d_model) Float32Array} and, with analysis (default), what
+   * the views draw: attentions ((layers, h, n, n) Uint8Array, round(255 * weight)) and norms
+   * ((layers, n, h) Float32Array, ||v_k^j W_O^j|| of key k in head j: with the weights, each
+   * key's contribution, Kobayashi et al. 2020; the page divides w_qk * norm by its row's sum).
    * onLayer(l) after layer l (1..layers).
    */
   forward(x0, n, { analysis = true, onLayer = () => {} } = {}) {
@@ -244,7 +254,7 @@ export class E5 {
     const hidden = new Float32Array((layers + 1) * n * d);
     hidden.set(x0);
     const attentions = analysis ? new Uint8Array(layers * h * n * n) : null;
-    const contributions = analysis ? new Uint8Array(layers * h * n * n) : null;
+    const norms = analysis ? new Float32Array(layers * n * h) : null;
     for (let l = 0; l < layers; l++) {
       const x = hidden.subarray(l * n * d, (l + 1) * n * d);
       const { out, weights, v } = bertLayer(x, n, this.weights[l], h, this.eps);
@@ -252,12 +262,12 @@ export class E5 {
       if (analysis) {
         const at = l * h * n * n;
         for (let i = 0; i < weights.length; i++) attentions[at + i] = Math.round(weights[i] * 255);
-        contributionBytes(weights, valueNorms(v, n, this.grams(l), h), n, h,
-          contributions.subarray(at, at + h * n * n));
+        norms.set(valueNorms(v, n, this.grams(l), h), l * n * h);
       }
+      release(out, weights, v);                                 // see release (e5bin.js)
       onLayer(l + 1);
     }
-    return { hidden, attentions, contributions };
+    return { hidden, attentions, norms };
   }
 
   /** Layer l's Gram matrices of W_O (gramMatrices), computed on first use and kept (48 KB a layer). */
@@ -266,11 +276,22 @@ export class E5 {
     return this.gramCache[l];
   }
 
-  /** Every intermediate of layer l, recomputed from its input hidden[l] (the "layer" reply's parts). */
-  layer(hidden, n, l) {
+  /**
+   * Every intermediate of layer l, recomputed from its input hidden[l] (the "layer" reply's
+   * parts). With a head j, scores and weights are that head's (n, n) only (a twelfth of the
+   * memory: 1 MB each at 512 tokens instead of 12.6); without, every head's (h, n, n).
+   */
+  layer(hidden, n, l, j = null) {
     const d = this.dModel;
     const x = hidden.slice(l * n * d, (l + 1) * n * d);
-    return bertLayer(x, n, this.weights[l], this.h, this.eps, { keep: true }).parts;
+    const parts = bertLayer(x, n, this.weights[l], this.h, this.eps, { keep: true }).parts;
+    if (j !== null) {
+      const { scores, weights } = parts;
+      parts.scores = scores.slice(j * n * n, (j + 1) * n * n);
+      parts.weights = weights.slice(j * n * n, (j + 1) * n * n);
+      release(scores, weights);
+    }
+    return parts;
   }
 
   /**
@@ -299,11 +320,10 @@ export class E5 {
     const weights = Float32Array.from(softmaxRows(hide(logits, n, visible), n, n));
     const baseline = softmaxRows(Float32Array.from(scores), n, n);
     const values = headValues(v, n, L.ao.w, j, dk);               // (n, d_model): v_j W_O^j
-    return {
-      scores, weights, q, k, v,
-      output: matmul(weights, values, n, n, d),                   // (n, d_model)
-      baseline_output: matmul(baseline, values, n, n, d),         // (n, d_model)
-    };
+    const output = matmul(weights, values, n, n, d);              // (n, d_model)
+    const baselineOutput = matmul(baseline, values, n, n, d);     // (n, d_model)
+    release(logits, baseline, values);
+    return { scores, weights, q, k, v, output, baseline_output: baselineOutput };
   }
 
   /**
@@ -313,13 +333,16 @@ export class E5 {
   async embed(text, prefix = QUERY, onProgress) {
     const { ids } = this.encode(prefix + text);
     const n = ids.length, d = this.dModel;
-    const { hidden } = this.forward(await this.embed0(ids, onProgress), n, { analysis: false });
+    const x0 = await this.embed0(ids, onProgress);
+    const { hidden } = this.forward(x0, n, { analysis: false });
+    release(x0);
     const last = hidden.subarray(this.layers * n * d);
     const mean = new Float64Array(d);
     for (let t = 0; t < n; t++) for (let i = 0; i < d; i++) mean[i] += last[t * d + i];
     let norm = 0;
     for (let i = 0; i < d; i++) { mean[i] /= n; norm += mean[i] * mean[i]; }
     norm = Math.sqrt(norm);
+    release(hidden);
     return Float32Array.from(mean, value => value / norm);
   }
 }
@@ -393,23 +416,6 @@ export function valueNorms(v, n, grams, h) {
     }
   }
   return norms;
-}
-
-/**
- * Kobayashi et al. 2020: contribution[j][q][k] = w_qk ||f_k^j||, divided by the row's sum, as
- * round(255 * value) into out ((h, n, n) Uint8Array). weights (h, n, n), norms (n, h).
- */
-export function contributionBytes(weights, norms, n, h, out) {
-  const row = new Float64Array(n);
-  for (let j = 0; j < h; j++) {
-    for (let q = 0; q < n; q++) {
-      const at = (j * n + q) * n;
-      let total = 0;
-      for (let k = 0; k < n; k++) { row[k] = weights[at + k] * norms[k * h + j]; total += row[k]; }
-      for (let k = 0; k < n; k++) out[at + k] = total > 0 ? Math.round((row[k] / total) * 255) : 0;
-    }
-  }
-  return out;
 }
 
 /** a (m, k) @ b (k, p) -> (m, p). */

@@ -8,6 +8,7 @@
 // one row at a time (encoder.js, linear).
 //
 // Shapes in comments: d_out x d_in for a matrix, as mha stores them (x @ W.T + b).
+// release() frees the memory of the model's temporaries as soon as they are done with.
 
 export const FORMAT = 1;        // the layout version of mha/site/e5web.py this reader knows
 export const BLOCK = 32;        // weights per Q4_0 block
@@ -128,4 +129,22 @@ export function formatError(message) {
   const error = new Error(message);
   error.code = "format";
   return error;
+}
+
+/**
+ * Free the memory of typed arrays now, not at the worker's next garbage collection: a worker
+ * that computes and then waits may keep a run's temporaries (about 25 MB a layer at 512
+ * tokens) for a long time, in the reader's tab. Each array's buffer is detached
+ * (ArrayBuffer.prototype.transfer(0)); only arrays that are their whole buffer are touched (a
+ * subarray's buffer belongs to another array), and where a browser lacks transfer the garbage
+ * collector frees them as before. Use an array released here no more.
+ */
+export function release(...arrays) {
+  for (const a of arrays) {
+    const buffer = a && a.buffer;
+    if (buffer && typeof buffer.transfer === "function" && !buffer.detached
+        && a.byteOffset === 0 && a.byteLength === buffer.byteLength) {
+      buffer.transfer(0);
+    }
+  }
 }

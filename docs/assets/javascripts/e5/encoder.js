@@ -5,6 +5,7 @@
 // Sums run in double precision (JavaScript's numbers) and are stored as float32.
 
 import { multiHeadAttention } from "./attention.js";
+import { release } from "./e5bin.js";
 
 /**
  * LayerNorm over each row of x (n, d): gamma * (x - mean) / sqrt(var + eps) + beta, the variance
@@ -92,9 +93,8 @@ export function linear(x, n, W, b, out = new Float32Array(n * W.rows)) {
   return out;
 }
 
-/** a + b elementwise into a new array (the residual connections). */
-function add(a, b) {
-  const out = new Float32Array(a.length);
+/** a + b elementwise into out, a new array by default (the residual connections). */
+function add(a, b, out = new Float32Array(a.length)) {
   for (let i = 0; i < a.length; i++) out[i] = a[i] + b[i];
   return out;
 }
@@ -107,7 +107,8 @@ function add(a, b) {
  * x (n, d_model); weights: {q, k, v, ao, fi, fo: {w: Q4Matrix, b: Float32Array}, aln, oln: {w, b}}.
  * Returns {out (n, d_model), weights (h, n, n), v (n, d_model)}; with keep, also every intermediate under
  * parts (the protocol's "layer" reply: x, q, k, v, scores, weights, context, attention_out,
- * residual1, norm1, ffn_in, gelu, ffn_out, residual2, norm2).
+ * residual1, norm1, ffn_in, gelu, ffn_out, residual2, norm2). Without keep, every other
+ * intermediate is released (see release) before it returns.
  */
 export function bertLayer(x, n, weights, h, eps, { keep = false } = {}) {
   const L = weights;
@@ -125,6 +126,7 @@ export function bertLayer(x, n, weights, h, eps, { keep = false } = {}) {
   const residual2 = add(norm1, ffnOut);
   const norm2 = layerNorm(residual2, n, d, L.oln.w, L.oln.b, eps, keep ? undefined : residual2);
   const result = { out: norm2, weights: attention.weights, v };
+  if (!keep) release(q, k, attention.context, attentionOut, residual1, norm1, ffnIn, ffnOut);
   if (keep) {
     result.parts = {
       x, q, k, v, scores: attention.scores, weights: attention.weights, context: attention.context,

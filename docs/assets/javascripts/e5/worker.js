@@ -12,9 +12,10 @@
 // recomputes what it needs from its layer's input.
 
 import { loadE5, QUERY } from "./e5.js";
+import { release } from "./e5bin.js";
 
 /** Runs whose hidden states are kept for "layer" and "head" requests (oldest dropped first). */
-const KEPT_RUNS = 4;
+const KEPT_RUNS = 2;
 
 let model = null;              // E5, after "load"
 let ready = null;              // the "ready" reply's fields, for a repeated "load"
@@ -45,24 +46,28 @@ const handlers = {
     const x0 = await e5.embed0(ids, ({ loaded, total }) =>
       post({ type: "progress", id, phase: "rows", loaded, total }));
     const start = performance.now();
-    const { hidden, attentions, contributions } = e5.forward(x0, n, {
+    const { hidden, attentions, norms } = e5.forward(x0, n, {
       onLayer: layer => post({ type: "progress", id, phase: "layer", layer, layers: e5.layers }),
     });
     const ms = performance.now() - start;
+    release(x0);
     runs.set(id, { tokens, ids, n, hidden });
     while (runs.size > KEPT_RUNS) runs.delete(runs.keys().next().value);
     const copy = hidden.slice();                                 // the worker keeps its own
-    post({ type: "result", id, n, tokens, ids: Int32Array.from(ids), attentions, contributions,
-      hidden: copy, ms }, [attentions.buffer, contributions.buffer, copy.buffer]);
+    post({ type: "result", id, n, tokens, ids: Int32Array.from(ids), attentions, norms,
+      hidden: copy, ms }, [attentions.buffer, norms.buffer, copy.buffer]);
   },
 
-  async layer({ id, run, layer }) {
+  async layer({ id, run, layer, head = null }) {
     const e5 = needModel();
     const kept = needRun(run);
     checkLayer(layer, e5);
-    const parts = e5.layer(kept.hidden, kept.n, layer);
+    if (head !== null && !(Number.isInteger(head) && head >= 0 && head < e5.h)) {
+      throw coded("internal", `head must be 0..${e5.h - 1} or null, got ${head}`, { head });
+    }
+    const parts = e5.layer(kept.hidden, kept.n, layer, head);
     const buffers = [...new Set(Object.values(parts).map(a => a.buffer))];
-    post({ type: "layer", id, run, layer, n: kept.n, parts }, buffers);
+    post({ type: "layer", id, run, layer, head, n: kept.n, parts }, buffers);
   },
 
   async head({ id, run, layer, head, temperature = 1, mask = "none", window = 0 }) {

@@ -22,12 +22,14 @@ measures, in one browser:
 - **bytes transferred**: Playwright's ``request.sizes()`` of every response (Chromium's
   ``Network.loadingFinished.encodedDataLength``: headers and body as sent, gzipped where the
   server gzips), the worker's requests included;
-- **tab memory after the 512-token run** (the page keeps the result, as the case board does;
-  garbage collected first): the JavaScript heap plus the ArrayBuffers' backing stores of the
-  page and of the worker (CDP ``Runtime.getHeapUsage``: ``usedSize`` + ``backingStorageSize``,
-  the worker's through ``Target.setAutoAttach``), and, as a cross-check, the private memory of
-  the largest renderer process (``/proc/<pid>/smaps_rollup``, Linux only): the tab's page and
-  its worker live in one renderer.
+- **the tab's memory after a 512-token sentence**, on the case board's English page as a reader
+  has it: the sentence typed into the own-sentence panel and run, every view drawn from it (the
+  panel's and the real-heads board's). The number is the private memory footprint of the tab's
+  renderer process, where the page and its worker live (what Chrome's task manager shows as
+  "Memory footprint", from a memory-infra dump), before the run, after it as it stands, and after
+  garbage collection in the page and the worker; with the largest allocators of the last. This
+  browser is driven by scripts/cdp_pipe.py, not Playwright, whose instrumentation keeps a copy
+  of every response body in the renderer (see there); it needs a POSIX system.
 
 Prints a table and the same numbers as JSON (``--json FILE`` writes them to a file too)::
 
@@ -45,6 +47,7 @@ import contextlib
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -143,39 +146,6 @@ class Bytes:
         return self.total, self.count
 
 
-class WorkerHeap:
-    """CDP's Runtime calls on the page's dedicated worker, through the page's session
-    (Target.setAutoAttach, non-flat: messages to the worker are wrapped)."""
-
-    def __init__(self, cdp, page):
-        self.cdp, self.page, self.session, self.replies, self.next = cdp, page, None, {}, 1000
-        cdp.on("Target.attachedToTarget", self.attached)
-        cdp.on("Target.receivedMessageFromTarget", self.received)
-        cdp.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False,
-                                          "flatten": False})
-
-    def attached(self, event):
-        if event["targetInfo"]["type"] == "worker" and event["targetInfo"]["url"].endswith(WORKER):
-            self.session = event["sessionId"]
-
-    def received(self, event):
-        message = json.loads(event["message"])
-        if "id" in message:
-            self.replies[message["id"]] = message.get("result", message.get("error"))
-
-    def send(self, method: str) -> dict:
-        if self.session is None:
-            raise RuntimeError("the worker's target was not attached")
-        self.next += 1
-        self.cdp.send("Target.sendMessageToTarget", {
-            "sessionId": self.session, "message": json.dumps({"id": self.next, "method": method})})
-        for _ in range(600):
-            if self.next in self.replies:
-                return self.replies.pop(self.next)
-            self.page.wait_for_timeout(50)
-        raise TimeoutError(f"the worker did not answer {method}")
-
-
 def renderer_cpu_s(browser) -> float | None:
     """The CPU time (s) all renderer processes have used so far: what a run costs whatever
     else the machine runs (the wall time grows with the machine's load, this much less)."""
@@ -184,26 +154,6 @@ def renderer_cpu_s(browser) -> float | None:
     except Exception:
         return None
     return sum(p["cpuTime"] for p in info if p["type"] == "renderer")
-
-
-def renderer_private_mb(browser) -> float | None:
-    """The private memory (Private_Clean + Private_Dirty) of the largest renderer process, MB."""
-    try:
-        info = browser.new_browser_cdp_session().send("SystemInfo.getProcessInfo")["processInfo"]
-    except Exception:
-        return None
-    best = None
-    for process in info:
-        if process["type"] != "renderer":
-            continue
-        try:
-            text = Path(f"/proc/{process['id']}/smaps_rollup").read_text(encoding="utf-8")
-        except OSError:
-            continue
-        kb = sum(int(line.split()[1]) for line in text.splitlines()
-                 if line.startswith(("Private_Clean:", "Private_Dirty:")))
-        best = max(best or 0, kb / 1024)
-    return best
 
 
 def open_worker(context, url: str):
@@ -235,8 +185,6 @@ def bench(url: str) -> dict:
         # Load, cold: a new profile (the bytes include the worker's modules).
         mark = transferred.mark()
         page = open_worker(context, url)
-        cdp = context.new_cdp_session(page)
-        heap = WorkerHeap(cdp, page)
         ready = call(page, {"type": "load", "base": url + FILES})
         page.wait_for_timeout(300)                  # the last requestfinished events
         result["load_cold"] = {"ms": ready["wall"], "cached": ready["cached"],
@@ -277,19 +225,6 @@ def bench(url: str) -> dict:
             "longest_main_thread_task_ms": max(page.evaluate("() => window.longTasks"), default=0),
         }
 
-        # Memory after the 512-token run: the page keeps the result (window.lastReply).
-        cdp.send("HeapProfiler.collectGarbage")
-        heap.send("HeapProfiler.collectGarbage")
-        page_heap = cdp.send("Runtime.getHeapUsage")
-        worker_heap = heap.send("Runtime.getHeapUsage")
-        mb = lambda h: (h["usedSize"] + h.get("backingStorageSize", 0)) / 2**20
-        result["memory_after_512"] = {
-            "page_mb": round(mb(page_heap), 1), "worker_mb": round(mb(worker_heap), 1),
-            "tab_mb": round(mb(page_heap) + mb(worker_heap), 1),
-            "renderer_private_mb": renderer_private_mb(browser),
-            "page_heap": page_heap, "worker_heap": worker_heap,
-        }
-
         # Load, warm: another page of the same profile (Cache Storage holds the files).
         warm = open_worker(context, url)
         mark = transferred.mark()
@@ -298,7 +233,58 @@ def bench(url: str) -> dict:
         result["load_warm"] = {"ms": again["wall"], "cached": again["cached"],
                                **transferred.since(mark)}
         browser.close()
+    result["tab_memory_512"] = tab_memory(url, long)
     return result
+
+
+#: In the case board page: type `text` into the own-sentence panel and run it.
+TYPE_AND_RUN = """(text => {
+  const box = document.querySelector("#own-case textarea");
+  box.value = text;
+  box.dispatchEvent(new Event("input", {bubbles: true}));
+  document.querySelector("#own-case button").click();
+  return true;
+})(%s)"""
+#: Whether the panel has shown `text` and handed it to the real-heads board.
+SHOWN = """(text => {
+  const own = window.caseBoardOwn && window.caseBoardOwn.state();
+  const board = window.caseBoardReal && window.caseBoardReal.state();
+  return Boolean(own && own.text === text && !own.running && own.n > 0
+                 && board && board.sentence === "own");
+})(%s)"""
+
+
+def tab_memory(url: str, text: str) -> dict:
+    """The case board tab's renderer (MB) before and after `text` runs in the panel."""
+    from cdp_pipe import Chrome
+
+    def renderer(chrome) -> dict:
+        # The renderers are the processes with a Blink heap; the tab's is the largest.
+        processes = [m for m in chrome.memory().values() if "blink_gc" in m]
+        return max(processes, key=lambda m: m.get("footprint", 0))
+
+    with Chrome(CHROMIUM, ("--window-size=1280,800",)) as chrome:
+        page = chrome.open(url + "en/caseboard/")
+        time.sleep(2)                                  # the board's index and first sentence
+        before = renderer(chrome)["footprint"]
+        chrome.evaluate(page, TYPE_AND_RUN % json.dumps(text))
+        start = time.monotonic()
+        while not chrome.evaluate(page, SHOWN % json.dumps(text)):
+            if time.monotonic() - start > 600:
+                raise TimeoutError("the panel did not show the sentence in 10 minutes")
+            time.sleep(0.5)
+        n = chrome.evaluate(page, "window.caseBoardOwn.state().n")
+        time.sleep(5)                                  # the views that draw a few maps a task
+        unforced = renderer(chrome)["footprint"]
+        for session in [page, *chrome.workers(page)]:
+            chrome.send("HeapProfiler.collectGarbage", session=session)
+        time.sleep(1)
+        after = renderer(chrome)
+    largest = sorted(((k, round(v, 1)) for k, v in after.items()
+                      if k != "footprint" and k.count("/") <= 1 and v >= 2), key=lambda kv: -kv[1])
+    return {"page": "en/caseboard/", "tokens": n, "before_mb": round(before, 1),
+            "after_mb": round(unforced, 1), "after_gc_mb": round(after["footprint"], 1),
+            "allocators_mb": dict(largest)}
 
 
 def table(r: dict) -> str:
@@ -322,10 +308,11 @@ def table(r: dict) -> str:
         ("longest main-thread task (ms)",
          f"{max(r[run]['longest_main_thread_task_ms'] for run in ('run_32', 'run_512')):.0f}",
          "PerformanceObserver longtask (>= 50 ms), during the runs"),
-        ("tab memory after 512 tokens (MB)", f"{r['memory_after_512']['tab_mb']:.1f}",
-         f"page {r['memory_after_512']['page_mb']} + worker {r['memory_after_512']['worker_mb']}"
-         f" (JS heap + ArrayBuffers); renderer private "
-         f"{r['memory_after_512']['renderer_private_mb'] or float('nan'):.0f} MB"),
+        (f"tab after {r['tab_memory_512']['tokens']} tokens (MB)",
+         f"{r['tab_memory_512']['after_gc_mb']:.1f}",
+         f"the case board's renderer, after garbage collection; "
+         f"{r['tab_memory_512']['after_mb']:.1f} before it; "
+         f"{r['tab_memory_512']['before_mb']:.1f} before the run"),
     ]
     width = max(len(a) for a, _, _ in rows)
     return "\n".join(f"{a:<{width}}  {b:>8}  {c}" for a, b, c in rows)

@@ -852,6 +852,40 @@ def test_without_its_data_the_board_keeps_the_figure_and_says_so(browser, base_u
         context.close()
 
 
+def test_a_model_chosen_while_the_sentence_loads_is_shown_with_that_sentence(browser, base_url,
+                                                                            site):
+    """A sentence chosen, then a model before the sentence's file has come: the board shows
+    the sentence chosen with the model chosen, and the model list is that sentence's at once.
+    (It used to show the model with the sentence shown before: under a full test run the file
+    came late and tests/test_caseboard_tasks.py timed out waiting for the sentence.)"""
+    context = open_context(browser)
+    held = []
+    try:
+        context.route("**/assets/caseboard/real/*-en-diary.json", lambda route: held.append(route))
+        page = context.new_page()
+        page.goto(base_url + PAGES["en"])
+        page.wait_for_selector(LIVE)
+        assert page.evaluate(STATE)["sentence"] == "en-case"
+        page.select_option(f"{BOARD}-sentence", value="en-diary")
+        models = page.eval_on_selector_all(f"{BOARD}-model option", "os => os.map(o => o.value)")
+        assert models == list(next(s for s in index(site[1], "en")["sentences"]
+                                   if s["id"] == "en-diary")["files"])
+        page.select_option(f"{BOARD}-model", value="minilm")
+        page.wait_for_timeout(300)                  # both requests made, neither answered
+        assert page.evaluate(STATE)["sentence"] == "en-case"
+        assert len(held) >= 1
+        for route in held:
+            route.continue_()
+        page.wait_for_function("() => { const s = window.caseBoardReal.state(); "
+                               "return s.sentence === 'en-diary' && s.model === 'minilm'; }")
+        assert page.locator(QUERIES).all_text_contents() \
+            == sentence_file(site[1], "minilm", "en-diary")[0]
+        assert page.locator(f"{BOARD}-sentence").input_value() == "en-diary"
+        assert page.locator(f"{BOARD}-model").input_value() == "minilm"
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("lang", PAGES)
 def test_the_boards_scripts_are_asked_for_after_the_page_is_parsed(browser, base_url, lang):
     """overrides/caseboard.html: the boards' scripts are asked for in a frame after the page has

@@ -197,13 +197,10 @@ def test_real_heads_task_the_previous_token_head(pages, lang):
     for sentence, model in cases:
         page.select_option(f"{REAL}-sentence", value=sentence)
         page.select_option(f"{REAL}-model", value=model)
-        # 30 s, not the context's 15: in two of five full runs of this day (both halves and a
-        # third process at once on two cores) the zh page's switch took longer; alone, and with
-        # the CPU slowed 12x, it takes well under that. Not diagnosed further.
         page.wait_for_function(
             "([s, m]) => { const st = window.caseBoardReal.state(); "
             "return st.sentence === s && st.model === m && window.caseBoardReal.current(); }",
-            arg=[sentence, model], timeout=30_000)
+            arg=[sentence, model])
         page.select_option(f"{REAL}-layer", value="1")
         shown = []
         for head in range(1, 13):

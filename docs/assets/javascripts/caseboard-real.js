@@ -404,8 +404,10 @@
     board.append(bar, ui.legend, ui.onePanel, ui.allPanel, ui.layersPanel, ui.live);
 
     ui.sentence.addEventListener("change", function () { choose(ui.sentence.value); });
+    // The sentence chosen, not the one shown: a reader (or a test) may pick a model while the
+    // sentence chosen just before is still loading; its models are listed already (choose).
     ui.model.addEventListener("change", function () {
-      show(state.sentence, ui.model.value).then(function (shown) {
+      show(ui.sentence.value, ui.model.value).then(function (shown) {
         if (shown) announce(index.models[state.model].name);
       });
     });
@@ -734,6 +736,7 @@
     var models = Object.keys(sentenceOf(id).files);
     var model = models.indexOf(state.model) >= 0 ? state.model : models[0];
     var switched = id === OWN && model !== state.model;
+    listModels(id, model);
     show(id, model).then(function (shown) {
       if (!shown) return;
       if (switched) status(format(words.own_switched, {model: index.models[model].name}));
@@ -769,6 +772,16 @@
     });
   }
 
+  /* The model list: the models that have read sentence `id` (from the index, at once), with
+     `model` chosen. */
+  function listModels(id, model) {
+    ui.model.textContent = "";
+    Object.keys(sentenceOf(id).files).forEach(function (key) {
+      ui.model.add(new Option(index.models[key].name, key));
+    });
+    ui.model.value = model;
+  }
+
   /* Load (once) and show one sentence through one model. Resolves to whether it is shown: on a
      failure the board keeps what it shows and says that the data did not load. */
   function show(id, model) {
@@ -787,10 +800,7 @@
       state.head = Math.min(state.head, file.heads - 1);
       overlay = overlay.filter(function (j) { return j < file.heads && j !== state.head; });
       if (changed) hover = pinned = null;
-      ui.model.textContent = "";
-      Object.keys(sentence.files).forEach(function (key) {
-        ui.model.add(new Option(index.models[key].name, key));
-      });
+      listModels(id, model);
       numbers(ui.layer, file.layers);
       numbers(ui.head, file.heads);
       rows(file.n);
@@ -816,7 +826,7 @@
       console.warn("case board (real heads):", error);
       if (state.sentence) {  // the controls show what the board still shows
         ui.sentence.value = state.sentence;
-        ui.model.value = state.model;
+        listModels(state.sentence, state.model);
       }
       return false;
     });

@@ -8,7 +8,7 @@ tab has. A memory measurement must come from a browser nobody instruments that w
 client enables nothing but what it is asked to.
 
     with Chrome("/usr/bin/chromium") as chrome:
-        page = chrome.open("http://127.0.0.1:8000/en/caseboard/")
+        page = chrome.new_page("http://127.0.0.1:8000/en/caseboard/")
         chrome.evaluate(page, "document.title")
         chrome.memory()          # {pid: {"footprint": MB, "v8": MB, ...}} of every process
 """
@@ -103,7 +103,7 @@ class Chrome:
                     raise TimeoutError(f"no {method} in {timeout} s")
                 self.changed.wait(left)
 
-    def open(self, url: str) -> str:
+    def new_page(self, url: str) -> str:
         """A new page at `url`, loaded: its session id."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target,

@@ -265,7 +265,7 @@ def tab_memory(url: str, text: str) -> dict:
         return max(processes, key=lambda m: m.get("footprint", 0))
 
     with Chrome(CHROMIUM, ("--window-size=1280,800",)) as chrome:
-        page = chrome.open(url + "en/caseboard/")
+        page = chrome.new_page(url + "en/caseboard/")
         time.sleep(2)                                  # the board's index and first sentence
         before = renderer(chrome)["footprint"]
         chrome.evaluate(page, TYPE_AND_RUN % json.dumps(text))

@@ -602,6 +602,29 @@ def test_the_readout_follows_the_cell_or_goes_back_to_the_hint(boards, lang):
 
 
 @pytest.mark.parametrize("lang", PAGES)
+def test_a_change_made_off_screen_moves_nothing_when_the_lab_comes_back(boards, lang):
+    """The controls change while the lab is off screen (from the forward pass's stuck toolbar,
+    say): the maps shown and so the layout change at once, only their painting waits. They
+    used to fold when the lab came into view, moving the output and its compare toggle by the
+    maps' height (about 300 px) between a reader's press and release: a click lost. This is
+    what made test_compare_with_the_default... fail under a full run's load."""
+    page = boards(lang)[0].page
+    set_controls(page, heads=4, mask="none", temperature=6)
+    page.locator(FORWARD).scroll_into_view_if_needed()
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.evaluate(SETTLED)
+    where = """() => { const i = document.querySelector('#caseboard-lab .cblab-compare input');
+        return Math.round(i.getBoundingClientRect().top + window.scrollY); }"""
+    page.evaluate(SWEEP, [[2, "causal", None, 3]])               # off screen: the lab is not seen
+    before = page.evaluate(where)
+    page.locator(f"{LAB} .cblab-compare").scroll_into_view_if_needed()
+    page.evaluate(SETTLED)
+    page.evaluate("() => new Promise(done => requestIdleCallback(done, {timeout: 3000}))")
+    assert page.evaluate(where) == before
+    assert page.evaluate(STATE)["heads"] == 2
+
+
+@pytest.mark.parametrize("lang", PAGES)
 def test_compare_with_the_default_shows_the_difference_mha_computes(boards, lang):
     # Review finding 32 and the issue's before/after: output(setting) − output(default).
     page = boards(lang)[0].page

@@ -1375,14 +1375,18 @@
     }
     this.trace = trace;
     this.heads = state.heads;
+    // What changes the layout (which maps are shown, the padding's row names) changes now,
+    // even off screen (from the stuck toolbar): done when the lab came into view, it moved
+    // what the reader was reaching for by the height of the maps. Only the painting waits.
+    this.layOut();
     this.pending = !this.seen.onScreen;
     if (!this.pending) this.draw();
   };
 
-  LabView.prototype.draw = function () {
-    var data = this.context.data, self = this;
-    var h = this.heads, trace = this.trace, layer = trace.layers[0];
-    this.pending = false;
+  /** The set of maps for the number of heads chosen, shown (the others folded away), with the
+   *  padding marked. Returns the set. */
+  LabView.prototype.layOut = function () {
+    var data = this.context.data, self = this, h = this.heads, trace = this.trace;
     var set = this.set(h);
     if (h !== this.shownHeads) {
       this.shownHeads = h;
@@ -1394,8 +1398,16 @@
         data.heads.forEach(function (heads) { later(function () { self.set(heads); }); });
       }
     }
+    set.maps.forEach(function (map) { map.markPadding(trace.padFrom); });
+    this.outputMap.markPadding(trace.padFrom);
+    return set;
+  };
+
+  LabView.prototype.draw = function () {
+    var h = this.heads, trace = this.trace, layer = trace.layers[0];
+    this.pending = false;
+    var set = this.layOut();
     set.maps.forEach(function (map, j) {
-      map.markPadding(trace.padFrom);
       map.update(layer.weights[j], trace.visible);
     });
     var output = layer.output;
@@ -1404,7 +1416,6 @@
       output = this.difference || (this.difference = new Float64Array(output.length));
       for (var i = 0; i < output.length; i++) output[i] = layer.output[i] - base[i];
     }
-    this.outputMap.markPadding(trace.padFrom);
     this.outputMap.update(output, null);
     this.wire.refresh();
   };

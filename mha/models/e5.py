@@ -495,6 +495,9 @@ class E5(Encoder):
         differ slightly from these: ``tests/test_e5.py`` holds them to a cosine of at least
         0.999.
 
+        Texts of very different lengths are run in batches of similar length, not padded to the
+        longest of all: the vectors are the same (up to float32 rounding), the cost far less.
+
         Examples
         --------
         >>> from mha.models.e5 import load_e5
@@ -513,6 +516,16 @@ class E5(Encoder):
             prefixed = [prefix + t if isinstance(t, str) else t for t in text]
         else:
             prefixed = text                                    # forward refuses it by type
+        groups = self._similar_lengths(prefixed)
+        if groups is not None:  # texts of very different lengths: each group a batch of its own
+            vectors = np.empty((len(prefixed), self.d_model), np.float32)
+            for group in groups:
+                vectors[group] = self._embed_batch([prefixed[i] for i in group], text, prefix)
+            return vectors
+        return self._embed_batch(prefixed, text, prefix)
+
+    def _embed_batch(self, prefixed, text, prefix: str) -> np.ndarray:
+        """`embed` of the prefixed text or texts as one batch (see `embed`)."""
         try:
             out = self.forward(prefixed)
         except ValueError as error:  # an empty list, or a text too long with its prefix
@@ -525,6 +538,32 @@ class E5(Encoder):
         n = len(out.tokens) if out.lengths is None else out.lengths[:, None]  # () or (b, 1)
         mean = last.sum(axis=-2) / np.asarray(n, np.float32)  # (d_model,) or (b, d_model)
         return mean / np.linalg.norm(mean, axis=-1, keepdims=True)
+
+    def _similar_lengths(self, prefixed) -> list[list[int]] | None:
+        """The texts' indices in groups of similar length (shortest first), or None to embed
+        them as one batch: one text, something `forward` refuses (it says why), or lengths
+        close enough already.
+
+        A batch is padded to its longest text, and attention's cost grows with the square of
+        that: twelve sentences of 10 to 21 pieces with one of 121 cost, in one batch, about
+        five times what they cost in two. A group starts where a text has more than 1.5 times
+        the pieces of the group's shortest, plus 8. Each text's embedding is its own either
+        way (padding is masked out); only the float32 rounding of the products may differ.
+        """
+        if not isinstance(prefixed, list) or len(prefixed) < 2 \
+                or not all(isinstance(t, str) for t in prefixed):
+            return None
+        lengths = [len(self.tokenizer.encode(t)[1]) for t in prefixed]
+        if max(lengths) > self.max_tokens:
+            return None
+        order = sorted(range(len(prefixed)), key=lengths.__getitem__)
+        groups: list[list[int]] = []
+        for i in order:
+            if groups and lengths[i] <= 1.5 * lengths[groups[-1][0]] + 8:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        return groups if len(groups) > 1 else None
 
     def _pieces_of(self, prefix: str) -> str:
         """How many pieces ``prefix`` adds in front of a text, in words for a message."""

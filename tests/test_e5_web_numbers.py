@@ -375,10 +375,11 @@ def test_layer_parts_are_bert_layers_steps(loaded, e5):
             assert_within(parts[name], expected[name].ravel(), tol,
                           err_msg=f"{name} of layer {layer}")
         assert_within(parts["norm2"], out.hidden_states[layer + 1].ravel(), HIDDEN_TOL)
-    # Asked with a head (as the page asks), the scores and weights are that head's alone.
-    reply, _ = loaded.call({"type": "layer", "run": run["id"], "layer": 6, "head": 5},
-                           ["head", "parts.scores", "parts.weights", "parts.norm2"])
-    assert reply["head"] == 5
+    # Asked with a head and parts (as the page asks), the scores and weights are that head's
+    # alone, and only the parts asked for come back.
+    reply, _ = loaded.call({"type": "layer", "run": run["id"], "layer": 6, "head": 5,
+                            "parts": ["scores", "weights", "norm2"]})
+    assert reply["head"] == 5 and set(reply["parts"]) == {"scores", "weights", "norm2"}
     expected = layer_steps(e5, out.hidden_states[6], 6)
     assert_within(reply["parts"]["weights"], expected["weights"][5].ravel(), ATTENTION_TOL)
     assert_within(reply["parts"]["scores"], expected["scores"][5].ravel(), 10 * HIDDEN_TOL)
@@ -386,6 +387,8 @@ def test_layer_parts_are_bert_layers_steps(loaded, e5):
     for head in (-1, 12, 2.5, "3"):
         error, _ = loaded.call({"type": "layer", "run": run["id"], "layer": 6, "head": head})
         assert error["type"] == "error" and "head must be 0..11" in error["message"], head
+    error, _ = loaded.call({"type": "layer", "run": run["id"], "layer": 6, "parts": ["q", "w"]})
+    assert error["type"] == "error" and "no such part of a layer: w;" in error["message"]
 
 
 def test_head_reweighting(loaded, e5):

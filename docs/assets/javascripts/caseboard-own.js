@@ -1344,9 +1344,9 @@
 
   function requestLayer() {
     if (!run || !ui.stepMap) return;
-    // The chosen head's scores and weights only (the stepper shows one head's): at 512
-    // tokens 1 MB each instead of every head's 12.6 MB.
-    var message = {type: "layer", run: run.id, layer: sel.block, head: sel.head};
+    // The parts the stepper shows, and of the weights the chosen head's only: at 512 tokens
+    // 1 MB instead of every head's 12.6 MB (and no q, k, v, scores or context: 4 MB more).
+    var message = {type: "layer", run: run.id, layer: sel.block, head: sel.head, parts: PARTS};
     var promise = ask(message, "layer");
     asked.layer = message.id;
     promise.then(function (reply) {

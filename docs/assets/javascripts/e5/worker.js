@@ -58,7 +58,7 @@ const handlers = {
       hidden: copy, ms }, [attentions.buffer, norms.buffer, copy.buffer]);
   },
 
-  async layer({ id, run, layer, head = null }) {
+  async layer({ id, run, layer, head = null, parts: names = null }) {
     const e5 = needModel();
     const kept = needRun(run);
     checkLayer(layer, e5);
@@ -66,6 +66,17 @@ const handlers = {
       throw coded("internal", `head must be 0..${e5.h - 1} or null, got ${head}`, { head });
     }
     const parts = e5.layer(kept.hidden, kept.n, layer, head);
+    if (names !== null) {                  // only the parts asked for; the others freed now
+      const wanted = [].concat(names);
+      const unknown = wanted.filter(name => !Object.hasOwn(parts, name));
+      if (unknown.length) {
+        throw coded("internal", `no such part of a layer: ${unknown.join(", ")}; the parts are `
+          + Object.keys(parts).join(", "), { parts: unknown });
+      }
+      for (const name of Object.keys(parts)) {
+        if (!wanted.includes(name)) { release(parts[name]); delete parts[name]; }
+      }
+    }
     const buffers = [...new Set(Object.values(parts).map(a => a.buffer))];
     post({ type: "layer", id, run, layer, head, n: kept.n, parts }, buffers);
   },

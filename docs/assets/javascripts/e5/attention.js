@@ -83,7 +83,10 @@ export function rowsTimesRows(a, m, b, p, k, out = new Float32Array(m * p)) {
  */
 export function headScores(qj, kj, n, dk, out) {
   const scale = Math.fround(1 / Math.sqrt(dk));
-  const qs = Float32Array.from(qj, value => value * scale);      // q * scale, float32
+  // q * scale, float32. A loop, not Float32Array.from(qj, f): that boxes each number on the
+  // JavaScript heap first (144 times a forward pass: 40 MB of garbage at 512 tokens).
+  const qs = new Float32Array(qj.length);
+  for (let i = 0; i < qj.length; i++) qs[i] = qj[i] * scale;
   rowsTimesRows(qs, n, kj, n, dk, out);
   release(qs);
   return out;
@@ -130,23 +133,37 @@ export function weightedValues(w, vj, n, dModel, dk, head, out) {
 /**
  * Multi-head scaled dot-product attention of every head: for each head j,
  * weights_j = softmax(Q_j K_j^T / sqrt(d_k)), context_j = weights_j V_j.
- * q, k, v: (n, d_model). Returns {scores (h, n, n) or null, weights (h, n, n), context (n, d_model)};
- * `keepScores` keeps a copy of the scores (the "layer" reply).
+ * q, k, v: (n, d_model). Returns {scores, weights, context (n, d_model)}, where what is kept of
+ * the scores and weights depends on `keep`:
+ *   "all"   weights (h, n, n), and scores (h, n, n) with keepScores (the "layer" reply);
+ *   j       head j's only: weights (n, n), and scores (n, n) with keepScores;
+ *   "none"  neither (null): each head's (n, n) weights go to onWeights(j, weights_j) and the
+ *           next head reuses their memory (the forward pass: one (n, n) array, not h of them).
  */
-export function multiHeadAttention(q, k, v, n, dModel, h, { keepScores = false } = {}) {
+export function multiHeadAttention(q, k, v, n, dModel, h,
+                                   { keepScores = false, keep = "all", onWeights = null } = {}) {
   const dk = dModel / h;
-  const weights = new Float32Array(h * n * n);
-  const scores = keepScores ? new Float32Array(h * n * n) : null;
+  const all = keep === "all";
+  const one = Number.isInteger(keep) ? keep : null;
+  if (!all && keep !== "none" && !(one !== null && one >= 0 && one < h)) {
+    throw new Error(`keep must be "all", "none" or a head 0..${h - 1}, got ${keep}`);
+  }
+  const weights = all ? new Float32Array(h * n * n) : one !== null ? new Float32Array(n * n) : null;
+  const scores = keepScores && weights ? new Float32Array(weights.length) : null;
+  const scratch = all ? null : new Float32Array(n * n);          // (n, n), reused by every head
   const context = new Float32Array(n * dModel);
   for (let j = 0; j < h; j++) {
-    const wj = weights.subarray(j * n * n, (j + 1) * n * n);     // (n, n)
+    const wj = all ? weights.subarray(j * n * n, (j + 1) * n * n) : scratch;   // (n, n)
     const qj = headColumns(q, n, dModel, dk, j), kj = headColumns(k, n, dModel, dk, j);
     headScores(qj, kj, n, dk, wj);
-    if (scores) scores.set(wj, j * n * n);
+    if (scores && (all || j === one)) scores.set(wj, all ? j * n * n : 0);
     softmaxRows(wj, n, n);
+    if (j === one) weights.set(wj);
+    if (onWeights) onWeights(j, wj);
     const vj = headColumns(v, n, dModel, dk, j);
     weightedValues(wj, vj, n, dModel, dk, j, context);
     release(qj, kj, vj);
   }
+  release(scratch);
   return { scores, weights, context };
 }

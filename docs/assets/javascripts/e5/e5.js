@@ -144,6 +144,7 @@ export async function loadE5(base, onProgress = () => {}) {
   const [layers, vocab] = await Promise.all(["layers.bin", "vocab.bin"].map(
     name => cachedBytes(cache, new URL(name, base).href, files[name].bytes, count)));
   const tokenizer = await loadTokenizer(manifest, vocab.buffer);
+  release(new Uint8Array(vocab.buffer));                        // read into the tokenizer: 4 MB
   const model = new E5(manifest, layers.buffer, tokenizer, { base, cache });
   return { model, cached: layers.cached && vocab.cached, total };
 }
@@ -257,14 +258,16 @@ export class E5 {
     const norms = analysis ? new Float32Array(layers * n * h) : null;
     for (let l = 0; l < layers; l++) {
       const x = hidden.subarray(l * n * d, (l + 1) * n * d);
-      const { out, weights, v } = bertLayer(x, n, this.weights[l], h, this.eps);
+      // Each head's weights are turned into bytes as soon as they are made, in one (n, n)
+      // array the next head reuses: 1 MB at 512 tokens, not every head's 12.6 MB.
+      const onWeights = analysis ? (j, w) => {
+        const at = (l * h + j) * n * n;
+        for (let i = 0; i < w.length; i++) attentions[at + i] = Math.round(w[i] * 255);
+      } : null;
+      const { out, v } = bertLayer(x, n, this.weights[l], h, this.eps, { head: "none", onWeights });
       hidden.set(out, (l + 1) * n * d);
-      if (analysis) {
-        const at = l * h * n * n;
-        for (let i = 0; i < weights.length; i++) attentions[at + i] = Math.round(weights[i] * 255);
-        norms.set(valueNorms(v, n, this.grams(l), h), l * n * h);
-      }
-      release(out, weights, v);                                 // see release (e5bin.js)
+      if (analysis) norms.set(valueNorms(v, n, this.grams(l), h), l * n * h);
+      release(out, v);                                          // see release (e5bin.js)
       onLayer(l + 1);
     }
     return { hidden, attentions, norms };
@@ -278,29 +281,38 @@ export class E5 {
 
   /**
    * Every intermediate of layer l, recomputed from its input hidden[l] (the "layer" reply's
-   * parts). With a head j, scores and weights are that head's (n, n) only (a twelfth of the
-   * memory: 1 MB each at 512 tokens instead of 12.6); without, every head's (h, n, n).
+   * parts). With a head j, scores and weights are that head's (n, n) only, and only those are
+   * ever made (a twelfth of the memory: 1 MB each at 512 tokens instead of 12.6); without,
+   * every head's (h, n, n).
    */
   layer(hidden, n, l, j = null) {
     const d = this.dModel;
     const x = hidden.slice(l * n * d, (l + 1) * n * d);
-    const parts = bertLayer(x, n, this.weights[l], this.h, this.eps, { keep: true }).parts;
-    if (j !== null) {
-      const { scores, weights } = parts;
-      parts.scores = scores.slice(j * n * n, (j + 1) * n * n);
-      parts.weights = weights.slice(j * n * n, (j + 1) * n * n);
-      release(scores, weights);
+    const head = j === null ? "all" : j;
+    return bertLayer(x, n, this.weights[l], this.h, this.eps, { keep: true, head }).parts;
+  }
+
+  /** Token t's vector at the embeddings and after every layer: (layers + 1, d_model), a copy. */
+  strip(hidden, n, t) {
+    const d = this.dModel;
+    if (!(Number.isInteger(t) && t >= 0 && t < n)) {
+      throw codedError("internal", `token must be 0..${n - 1}, got ${t}`, { token: t });
     }
-    return parts;
+    const rows = new Float32Array((this.layers + 1) * d);
+    for (let l = 0; l <= this.layers; l++) {
+      rows.set(hidden.subarray((l * n + t) * d, (l * n + t + 1) * d), l * d);
+    }
+    return rows;
   }
 
   /**
    * Head j of layer l re-weighted, recomputed from hidden[l]: scores (n, n) = q_j k_j^T / sqrt(d_k)
    * before temperature; weights = softmax(mask(scores / temperature)); output (n, d_model) =
    * weights @ (v_j W_O[:, j-block]^T), this head's share of the attention output (without b_O);
-   * baseline_output the same at temperature 1, no mask; q, k, v (n, d_k) each.
+   * baseline_output the same at temperature 1, no mask; q, k, v (n, d_k) each. With outputs
+   * false, neither output is computed (two (n, n) x (n, d_model) products fewer) nor returned.
    */
-  head(hidden, n, l, j, { temperature = 1, mask = "none", window = 0 } = {}) {
+  head(hidden, n, l, j, { temperature = 1, mask = "none", window = 0, outputs = true } = {}) {
     if (!(temperature > 0) || !Number.isFinite(temperature)) {
       throw new Error(`temperature must be a number > 0, got ${temperature}`);
     }
@@ -316,13 +328,17 @@ export class E5 {
     const k = linear(x, n, ...rows("k"));                         // (n, d_k)
     const v = linear(x, n, ...rows("v"));                         // (n, d_k)
     const scores = headScores(q, k, n, dk, new Float32Array(n * n));  // (n, n)
-    const logits = Float64Array.from(scores, s => s / temperature);  // double: s / T unrounded
-    const weights = Float32Array.from(softmaxRows(hide(logits, n, visible), n, n));
-    const baseline = softmaxRows(Float32Array.from(scores), n, n);
+    // Loops and copies between typed arrays, not TypedArray.from: no number is boxed.
+    const logits = new Float64Array(n * n);                       // double: s / T unrounded
+    for (let i = 0; i < logits.length; i++) logits[i] = scores[i] / temperature;
+    const weights = new Float32Array(softmaxRows(hide(logits, n, visible), n, n));
+    release(logits);
+    if (!outputs) return { scores, weights, q, k, v };
+    const baseline = softmaxRows(new Float32Array(scores), n, n);
     const values = headValues(v, n, L.ao.w, j, dk);               // (n, d_model): v_j W_O^j
     const output = matmul(weights, values, n, n, d);              // (n, d_model)
     const baselineOutput = matmul(baseline, values, n, n, d);     // (n, d_model)
-    release(logits, baseline, values);
+    release(baseline, values);
     return { scores, weights, q, k, v, output, baseline_output: baselineOutput };
   }
 

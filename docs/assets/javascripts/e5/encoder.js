@@ -109,14 +109,18 @@ function add(a, b, out = new Float32Array(a.length)) {
  * parts (the protocol's "layer" reply: x, q, k, v, scores, weights, context, attention_out,
  * residual1, norm1, ffn_in, gelu, ffn_out, residual2, norm2). Without keep, every other
  * intermediate is released (see release) before it returns.
+ * head: "all" (default) keeps every head's weights (and with keep, scores) as above; a head j
+ * keeps that head's (n, n) only; "none" keeps none (weights null) and hands each head's weights
+ * to onWeights(j, weights_j) instead, in memory the next head reuses (multiHeadAttention).
  */
-export function bertLayer(x, n, weights, h, eps, { keep = false } = {}) {
+export function bertLayer(x, n, weights, h, eps, { keep = false, head = "all", onWeights = null } = {}) {
   const L = weights;
   const d = L.q.w.rows;
   const q = linear(x, n, L.q.w, L.q.b);                           // (n, d_model)
   const k = linear(x, n, L.k.w, L.k.b);                           // (n, d_model)
   const v = linear(x, n, L.v.w, L.v.b);                           // (n, d_model)
-  const attention = multiHeadAttention(q, k, v, n, d, h, { keepScores: keep });  // (h, n, n), (n, d)
+  const attention = multiHeadAttention(q, k, v, n, d, h,          // (h, n, n) or less, (n, d)
+    { keepScores: keep, keep: head, onWeights });
   const attentionOut = linear(attention.context, n, L.ao.w, L.ao.b);   // (n, d_model)
   const residual1 = add(x, attentionOut);
   const norm1 = layerNorm(residual1, n, d, L.aln.w, L.aln.b, eps);      // (n, d_model)

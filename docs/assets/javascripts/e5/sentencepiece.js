@@ -186,7 +186,7 @@ export class SentencePieceTokenizer {
   constructor(pieces, scores, normalization, {bos, eos, pad, unk} = {}) {
     if (!Array.isArray(pieces)) throw new TypeError("pieces must be an array of strings");
     this.pieces = pieces;
-    this.scores = Float32Array.from(scores);
+    this.scores = new Float32Array(scores);             // a copy; no number boxed on the way
     if (this.scores.length !== pieces.length) {
       throw new RangeError(`scores has length ${this.scores.length}, expected ` +
                            `${pieces.length}: one score per piece`);

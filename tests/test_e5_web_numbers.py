@@ -391,6 +391,65 @@ def test_layer_parts_are_bert_layers_steps(loaded, e5):
     assert error["type"] == "error" and "no such part of a layer: w;" in error["message"]
 
 
+def test_a_run_without_hidden_states_and_its_strips(loaded, e5):
+    """"run" with hidden: false (as the page asks) sends no hidden states; "strip" copies one
+    token's vectors, (layers + 1, d_model), out of the ones the worker keeps: the same numbers
+    as the run's hidden states, bit for bit, and within HIDDEN_TOL of mha's."""
+    text = MIXED[1] + CASE_ZH[1]
+    out = e5.forward(text)
+    n = len(out.tokens)
+    full, _ = loaded.call({"type": "run", "text": text})
+    lean, _ = loaded.call({"type": "run", "text": text, "hidden": False})
+    assert "hidden" in full and "hidden" not in lean and lean["n"] == n
+    np.testing.assert_array_equal(lean["attentions"], full["attentions"])
+    hidden = full["hidden"].reshape(LAYERS + 1, n, D_MODEL)
+    for token in (0, n // 2, n - 1):
+        reply, _ = loaded.call({"type": "strip", "run": lean["id"], "token": token})
+        assert reply["type"] == "strip" and reply["token"] == token and reply["run"] == lean["id"]
+        rows = reply["rows"].reshape(LAYERS + 1, D_MODEL)
+        np.testing.assert_array_equal(rows, hidden[:, token])
+        assert_within(rows, out.hidden_states[:, token], HIDDEN_TOL, err_msg=f"strip {token}")
+    for token in (-1, n, 1.5, "0", None):
+        error, _ = loaded.call({"type": "strip", "run": lean["id"], "token": token})
+        assert error["type"] == "error" and f"token must be 0..{n - 1}" in error["message"], token
+    error, _ = loaded.call({"type": "strip", "run": 99999, "token": 0})
+    assert error["type"] == "error" and "no run 99999" in error["message"]
+
+
+def test_multi_head_attention_keeps_what_it_is_asked_to(loaded):
+    """multiHeadAttention (attention.js): keep "all" (every head's weights), a head (that
+    head's scores and weights only), or "none" (each head's weights handed to onWeights in one
+    reused array); the context is the same in all three, and a wrong keep is refused."""
+    got = loaded.page.evaluate("""async () => {
+        const { multiHeadAttention } = await import(new URL(
+            "assets/javascripts/e5/attention.js", document.baseURI).href);
+        const n = 5, d = 8, h = 2;
+        const fill = seed => Float32Array.from({length: n * d}, (_, i) => Math.sin(seed * (i + 1)));
+        const q = fill(1), k = fill(2), v = fill(3);
+        const all = multiHeadAttention(q, k, v, n, d, h, { keepScores: true });
+        const one = multiHeadAttention(q, k, v, n, d, h, { keepScores: true, keep: 1 });
+        const seen = [], arrays = new Set();
+        const none = multiHeadAttention(q, k, v, n, d, h, { keep: "none",
+            onWeights: (j, w) => { seen.push([j, Array.from(w)]); arrays.add(w); } });
+        let refused = "";
+        try { multiHeadAttention(q, k, v, n, d, h, { keep: 2 }); } catch (e) { refused = e.message; }
+        return { all: [Array.from(all.scores), Array.from(all.weights), Array.from(all.context)],
+                 one: [Array.from(one.scores), Array.from(one.weights), Array.from(one.context)],
+                 none: [none.scores, none.weights, Array.from(none.context)],
+                 seen, reused: arrays.size, refused };
+    }""")
+    n = 5
+    scores, weights, context = (np.array(a) for a in got["all"])
+    np.testing.assert_array_equal(got["one"][0], scores[n * n:])
+    np.testing.assert_array_equal(got["one"][1], weights[n * n:])
+    assert got["none"][:2] == [None, None] and got["reused"] == 1
+    assert [j for j, _ in got["seen"]] == [0, 1]
+    np.testing.assert_array_equal(np.concatenate([w for _, w in got["seen"]]), weights)
+    for kept in (got["one"][2], got["none"][2]):
+        np.testing.assert_array_equal(kept, context)
+    assert 'keep must be "all", "none" or a head 0..1, got 2' in got["refused"]
+
+
 def test_head_reweighting(loaded, e5):
     """"head": the layer's weights at temperature 1, softmax(scores / T) otherwise, masks that
     zero exactly the hidden keys, and the head's share of the attention output."""
@@ -451,6 +510,17 @@ def test_head_reweighting(loaded, e5):
             expected = softmax(np.where(visible, scores / 1.5, -np.inf))
             assert_within(masked["weights"], expected, 1e-6)
             assert_within(masked["weights"].sum(axis=-1), 1, 1e-6)
+
+        # Asked with parts (as the page's views ask), only those come back, the same numbers.
+        for names in (["scores", "weights", "q", "k"], ["weights", "output", "baseline_output"]):
+            some = ask(temperature=2.0, mask="causal", parts=names)
+            assert set(some) - {"type", "id", "run", "layer", "head", "n"} == set(names)
+            full = ask(temperature=2.0, mask="causal")
+            for name in names:
+                np.testing.assert_array_equal(some[name], full[name], err_msg=name)
+    error, _ = loaded.call({"type": "head", "run": run["id"], "layer": 0, "head": 0,
+                            "parts": ["weights", "context"]})
+    assert error["type"] == "error" and "no such part of a head's reply: context;" in error["message"]
 
 
 def test_embeddings_match_e5_embed(loaded, e5, sentences):

@@ -14,8 +14,8 @@
  * - #own-case-knobs (knobs on a real head): temperature factor and mask on that head's real
  *   scores (the worker's "head" request), its new weights and how far its output moved;
  * - #own-case-forward (the forward pass): a token's 384 numbers after the embeddings and each
- *   layer (the run's hidden states), how much each layer changed them, and one layer stepped
- *   through its parts (the worker's "layer" reply).
+ *   layer (the worker's "strip" reply: the hidden states stay in the worker), how much each
+ *   layer changed them, and one layer stepped through its parts (the worker's "layer" reply).
  *
  * Nothing is requested until the button is pressed: the worker is started then, and it fetches
  * only the files under assets/e5/ (kept in Cache Storage). The sentence goes to the worker only,
@@ -505,11 +505,11 @@
 
   // --- State ----------------------------------------------------------------------------------
 
-  var run = null;   // {id, text, tokens, ids, n, hidden, attentions, norms, ms}
+  var run = null;   // {id, text, tokens, ids, n, attentions, norms, ms}; the worker keeps the hidden states
   var sel = {layer: 0, head: 2, query: 0, key: 0, tau: 0, mask: "none", window: 2, token: 1,
              block: 0, step: 0};
-  var shown = {head: null, knobs: null, layer: null};   // the latest replies drawn
-  var asked = {head: 0, knobs: 0, layer: 0};            // ids of the latest requests
+  var shown = {head: null, knobs: null, layer: null, strip: null};   // the latest replies drawn
+  var asked = {head: 0, knobs: 0, layer: 0, strip: 0};               // ids of the latest requests
   var ui = {};
 
   // --- The input view ---------------------------------------------------------------------------
@@ -586,7 +586,13 @@
     }
   }
 
+  var chipsOf = null;   // the tokens the chips show
   function showTokens(tokens) {
+    // The "result" repeats the "tokens" message's tokens: the chips stay (at 512 tokens,
+    // 2,500 elements not built twice).
+    if (chipsOf && chipsOf.length === tokens.length &&
+        chipsOf.every(function (token, i) { return token === tokens[i]; })) return;
+    chipsOf = tokens.slice();
     ui.tokens.textContent = "";
     tokens.forEach(function (token, i) {
       var chip = el("li", "own-case__chip");
@@ -618,7 +624,9 @@
       label = WORDS.run;
       say(note + (ready.cached ? WORDS.cached : WORDS.downloaded));
       lastSaid = -1;
-      return ask({type: "run", text: text}, "result", onRunMessage);
+      // The hidden states stay in the worker (10 MB at 512 tokens): the strips ask for a
+      // token's 13 rows of them ("strip").
+      return ask({type: "run", text: text, hidden: false}, "result", onRunMessage);
     }).then(function (result) {
       received(text, result);
       say(note + format(WORDS.done, {n: result.n, ms: Math.round(result.ms || 0)}));
@@ -655,24 +663,22 @@
 
   /* A run's result: kept, drawn in every view, and handed to the real-heads board. */
   function received(text, result) {
-    release(run);                    // its hidden states; its attentions went to the board
-    [shown.head, shown.knobs, shown.layer].forEach(release);
+    [shown.head, shown.knobs, shown.layer, shown.strip].forEach(release);   // its attentions went to the board
     run = {id: result.id, text: text, tokens: result.tokens, ids: result.ids, n: result.n,
-           hidden: result.hidden, attentions: result.attentions,
-           norms: result.norms, ms: result.ms};
+           attentions: result.attentions, norms: result.norms, ms: result.ms};
     showTokens(run.tokens);
     sel.query = Math.min(sel.query, run.n - 1);
     sel.key = Math.min(sel.key, run.n - 1);
     sel.token = Math.min(run.n > 2 ? 1 : 0, run.n - 1);
     sel.window = Math.min(sel.window, run.n - 1);
-    shown = {head: null, knobs: null, layer: null};
+    shown = {head: null, knobs: null, layer: null, strip: null};
     fillTokenSelect();
     ui.window.max = String(run.n - 1);
     ui.window.value = String(sel.window);
     handToBoard();
     requestHead();
     requestKnobs();
-    drawStrips();
+    requestStrips();
     requestLayer();
     ["head", "knobs", "forward"].forEach(function (name) {
       ui[name + "View"].hidden = false;
@@ -868,8 +874,10 @@
 
   function requestHead() {
     if (!run) return;
+    // What this view draws: not the outputs (two (n, n) x (n, 384) products fewer to compute,
+    // 1.6 MB fewer at 512 tokens), nor v.
     var message = {type: "head", run: run.id, layer: sel.layer, head: sel.head, temperature: 1,
-                   mask: "none", window: 0};
+                   mask: "none", window: 0, parts: ["scores", "weights", "q", "k"]};
     var promise = ask(message, "head");
     asked.head = message.id;
     promise.then(function (reply) {
@@ -1105,7 +1113,8 @@
     knobTimer = setTimeout(function () {  // a dragged slider asks once it rests a moment
       var message = {type: "head", run: run.id, layer: sel.layer, head: sel.head,
                      temperature: tau(), mask: sel.mask,
-                     window: Math.max(0, Math.min(sel.window, run.n - 1))};
+                     window: Math.max(0, Math.min(sel.window, run.n - 1)),
+                     parts: ["scores", "weights", "output", "baseline_output"]};
       var promise = ask(message, "head");
       asked.knobs = message.id;
       promise.then(function (reply) {
@@ -1209,7 +1218,7 @@
     bar.append(field);
     ui.token.addEventListener("change", function () {
       sel.token = Number(ui.token.value);
-      drawStrips();
+      requestStrips();
       drawStep();
     });
     ui.stripsTitle = el("p", "own-case__caption", WORDS.strips);
@@ -1292,9 +1301,23 @@
     ui.token.value = String(sel.token);
   }
 
-  function hiddenRow(layer, token) {  // (layers + 1, n, d_model) -> the row, a copy
-    var at = (layer * run.n + token) * D_MODEL;
-    return run.hidden.slice(at, at + D_MODEL);
+  /* The chosen token's vector at the embeddings and after each layer: the worker's "strip"
+     reply, rows (layers + 1, d_model), out of the hidden states it keeps. */
+  function requestStrips() {
+    if (!run || !ui.strips) return;
+    var message = {type: "strip", run: run.id, token: sel.token};
+    var promise = ask(message, "strip");
+    asked.strip = message.id;
+    promise.then(function (reply) {
+      if (reply.id !== asked.strip) { release(reply); return; }
+      release(shown.strip);
+      shown.strip = reply;
+      drawStrips();
+    }).catch(function (error) { alarm(errorText(error)); });
+  }
+
+  function stripRowOf(layer) {  // the shown strip reply's row of a layer (0: embeddings), a view
+    return shown.strip.rows.subarray(layer * D_MODEL, (layer + 1) * D_MODEL);
   }
 
   function layerName(layer) {
@@ -1302,10 +1325,10 @@
   }
 
   function drawStrips() {
-    if (!run || !ui.strips) return;
+    if (!run || !ui.strips || !shown.strip) return;
     ui.strips.textContent = "";
-    var rows = [], changes = [0], top = 0;
-    for (var l = 0; l <= LAYERS; l++) rows.push(hiddenRow(l, sel.token));
+    var rows = [], changes = [0], top = 0, token = shown.strip.token;
+    for (var l = 0; l <= LAYERS; l++) rows.push(stripRowOf(l));
     for (l = 1; l <= LAYERS; l++) {
       var s = 0;
       for (var c = 0; c < D_MODEL; c++) { var d = rows[l][c] - rows[l - 1][c]; s += d * d; }
@@ -1331,12 +1354,13 @@
       canvas.setAttribute("aria-hidden", "true");
       ui.strips.append(row);
     });
-    ui.strips.setAttribute("aria-label", WORDS.strips + " · " + plain(run.tokens[sel.token]));
+    ui.strips.setAttribute("aria-label", WORDS.strips + " · " + plain(run.tokens[token]));
     ui.stripReadout.textContent = "";
   }
 
   function readStrip(layer, c) {
-    var value = run.hidden[(layer * run.n + sel.token) * D_MODEL + c];
+    if (!shown.strip) return;
+    var value = shown.strip.rows[layer * D_MODEL + c];
     ui.stripReadout.textContent = format(WORDS.strip_read, {layer: layerName(layer), c: c, value: number(value)});
     var rows = ui.strips.querySelectorAll(".own-case__strip-row");
     rows.forEach(function (row, l) { row.classList.toggle("own-case__strip-row--read", l === layer); });
@@ -1451,11 +1475,12 @@
                    window: r.setting.window, scores: Array.from(r.scores), weights: Array.from(r.weights),
                    output: Array.from(r.output), baseline: Array.from(r.baseline_output)};
     },
-    strips: function () {
+    strips: function () {  // the strips drawn: {token: null, rows: null} until the first arrives
       if (!run) return null;
+      if (!shown.strip) return {token: null, rows: null};
       var rows = [];
-      for (var l = 0; l <= LAYERS; l++) rows.push(Array.from(hiddenRow(l, sel.token)));
-      return {token: sel.token, rows: rows};
+      for (var l = 0; l <= LAYERS; l++) rows.push(Array.from(stripRowOf(l)));
+      return {token: shown.strip.token, rows: rows};
     },
     step: function () {
       if (!run || !shown.layer) return null;

@@ -9,7 +9,8 @@
 //
 // The worker keeps, for the last few runs, only their token ids and hidden states
 // ((layers + 1) * n * d_model float32, 10 MB at 512 tokens): a "layer" or "head" request
-// recomputes what it needs from its layer's input.
+// recomputes what it needs from its layer's input, a "strip" request copies one token's
+// vectors ((layers + 1, d_model)) out of them.
 
 import { loadE5, QUERY } from "./e5.js";
 import { release } from "./e5bin.js";
@@ -38,7 +39,7 @@ const handlers = {
     post({ type: "ready", id, ...ready });
   },
 
-  async run({ id, text }) {
+  async run({ id, text, hidden: send = true }) {
     const e5 = needModel();
     const { tokens, ids } = e5.encode(String(text));             // "too-long" before any compute
     const n = ids.length;
@@ -53,9 +54,19 @@ const handlers = {
     release(x0);
     runs.set(id, { tokens, ids, n, hidden });
     while (runs.size > KEPT_RUNS) runs.delete(runs.keys().next().value);
-    const copy = hidden.slice();                                 // the worker keeps its own
+    // The worker keeps its own hidden states; the page gets a copy only if it asks (hidden:
+    // false: 10 MB less at 512 tokens, its "strip" requests fetch a token's rows).
+    const copy = send ? hidden.slice() : null;
     post({ type: "result", id, n, tokens, ids: Int32Array.from(ids), attentions, norms,
-      hidden: copy, ms }, [attentions.buffer, norms.buffer, copy.buffer]);
+      ...(copy ? { hidden: copy } : {}), ms },
+      [attentions.buffer, norms.buffer, ...(copy ? [copy.buffer] : [])]);
+  },
+
+  async strip({ id, run, token }) {
+    const e5 = needModel();
+    const kept = needRun(run);
+    const rows = e5.strip(kept.hidden, kept.n, token);
+    post({ type: "strip", id, run, token, rows }, [rows.buffer]);
   },
 
   async layer({ id, run, layer, head = null, parts: names = null }) {
@@ -65,27 +76,19 @@ const handlers = {
     if (head !== null && !(Number.isInteger(head) && head >= 0 && head < e5.h)) {
       throw coded("internal", `head must be 0..${e5.h - 1} or null, got ${head}`, { head });
     }
-    const parts = e5.layer(kept.hidden, kept.n, layer, head);
-    if (names !== null) {                  // only the parts asked for; the others freed now
-      const wanted = [].concat(names);
-      const unknown = wanted.filter(name => !Object.hasOwn(parts, name));
-      if (unknown.length) {
-        throw coded("internal", `no such part of a layer: ${unknown.join(", ")}; the parts are `
-          + Object.keys(parts).join(", "), { parts: unknown });
-      }
-      for (const name of Object.keys(parts)) {
-        if (!wanted.includes(name)) { release(parts[name]); delete parts[name]; }
-      }
-    }
+    const parts = pick(e5.layer(kept.hidden, kept.n, layer, head), names, "a layer");
     const buffers = [...new Set(Object.values(parts).map(a => a.buffer))];
     post({ type: "layer", id, run, layer, head, n: kept.n, parts }, buffers);
   },
 
-  async head({ id, run, layer, head, temperature = 1, mask = "none", window = 0 }) {
+  async head({ id, run, layer, head, temperature = 1, mask = "none", window = 0, parts: names = null }) {
     const e5 = needModel();
     const kept = needRun(run);
     checkLayer(layer, e5);
-    const out = e5.head(kept.hidden, kept.n, layer, head, { temperature, mask, window });
+    const wanted = names === null ? null : [].concat(names);
+    const outputs = !wanted || wanted.includes("output") || wanted.includes("baseline_output");
+    const out = pick(e5.head(kept.hidden, kept.n, layer, head, { temperature, mask, window, outputs }),
+      wanted, "a head's reply");
     post({ type: "head", id, run, layer, head, n: kept.n, ...out },
       Object.values(out).map(a => a.buffer));
   },
@@ -97,6 +100,25 @@ const handlers = {
     post({ type: "embed", id, vector }, [vector.buffer]);
   },
 };
+
+/**
+ * Only the arrays of `all` named in `names` (null: all of them), the others freed now; a name
+ * that is not one of them is refused: "no such part of <what>: ...; the parts are ...".
+ */
+function pick(all, names, what) {
+  if (names === null) return all;
+  const wanted = [].concat(names);
+  const unknown = wanted.filter(name => !Object.hasOwn(all, name));
+  if (unknown.length) {
+    for (const array of Object.values(all)) release(array);
+    throw coded("internal", `no such part of ${what}: ${unknown.join(", ")}; the parts are `
+      + Object.keys(all).join(", "), { parts: unknown });
+  }
+  for (const name of Object.keys(all)) {
+    if (!wanted.includes(name)) { release(all[name]); delete all[name]; }
+  }
+  return all;
+}
 
 function needModel() {
   if (!model) throw coded("internal", 'the model is not loaded: send "load" first');

@@ -391,3 +391,40 @@ def test_photographs_at_phone_width(new_context, base_url, lang, scheme):
         assert page.locator("body").get_attribute("data-md-color-scheme") == (
             "slate" if scheme == "dark" else "default")
         screenshot(page, f"phone-{path.strip('/')}-{lang}-{scheme}")
+
+
+#: The training chapter's blocks: computed content-visibility of each direct child of the
+#: article, and where its last second-level heading is.
+LAZY_BLOCKS = """() => {
+    const blocks = [...document.querySelector('article.md-typeset').children];
+    const heads = [...document.querySelectorAll('article h2[id]')];
+    return {visibility: blocks.map(b => getComputedStyle(b).contentVisibility),
+            kinds: blocks.map(b => b.tagName.toLowerCase() + '.' + (b.className || '')),
+            last: heads[heads.length - 1].id};
+}"""
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_long_page_lays_out_far_blocks_lazily_and_its_anchors_still_land(phone, base_url, lang):
+    """extra.css: past its first fifteen blocks, the training chapter's code, formulas,
+    tables, paragraphs and folded answers are laid out only near the screen (its 9,000
+    elements cost a phone's main thread over 200 ms otherwise); the first screens never are,
+    and a link to its last section still lands on that section although the blocks above it
+    were never drawn (their heights guessed)."""
+    url = base_url + ("en/" if lang == "en" else "") + "training/"
+    page = phone()
+    open_page(page, url)
+    blocks = page.evaluate(LAZY_BLOCKS)
+    first, rest = blocks["visibility"][:15], blocks["visibility"][15:]
+    assert set(first) == {"visible"}
+    lazy = [kind for kind, v in zip(blocks["kinds"][15:], rest) if v == "auto"]
+    assert len(lazy) >= 0.6 * len(rest), blocks["kinds"]
+    assert any(k.startswith("div.language-") for k in lazy) and any(k == "p." for k in lazy)
+    assert all(k.split(".")[0] not in ("ul", "ol", "h2", "h3") for k in lazy)
+    linked = phone()                               # a link from elsewhere: a fresh load
+    linked.goto(url + "#" + blocks["last"], wait_until="load")
+    linked.wait_for_function(KATEX_DONE, timeout=READY_TIMEOUT)
+    linked.wait_for_timeout(500)
+    top = linked.evaluate("id => document.getElementById(id).getBoundingClientRect().top",
+                          blocks["last"])
+    assert 0 <= top <= 150, top                    # below the header bar, at the top of the screen

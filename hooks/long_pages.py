@@ -1,0 +1,31 @@
+"""MkDocs hook: pages whose front matter says ``layout: long`` lay out their far blocks lazily.
+
+Their article gets the class ``md-typeset--long``; extra.css then gives the article's code
+blocks, display formulas, paragraphs and folded answers past its first eight blocks
+``content-visibility: auto``, so a phone styles and lays out only what is near the screen. The
+training chapter needs it (9,000 elements: laid out at once they blocked a phone's main thread
+for 290-490 ms under Lighthouse); the other pages do not, and keep the plain layout.
+
+The article's class is the one Material's ``main.html`` writes; a page that asks for the long
+layout and has no such article stops the build (MAINTAINERS.md).
+"""
+
+from __future__ import annotations
+
+from mkdocs.exceptions import PluginError
+
+#: Material's article element (material/templates/main.html), and the class added to it.
+ARTICLE = 'class="md-content__inner md-typeset"'
+LONG = 'class="md-content__inner md-typeset md-typeset--long"'
+
+
+def on_post_page(output: str, page, config) -> str:
+    layout = page.meta.get("layout")
+    if layout is None:
+        return output
+    if layout != "long":
+        raise PluginError(f"{page.file.src_uri}: layout must be 'long' or absent, got {layout!r}")
+    if output.count(ARTICLE) != 1:
+        raise PluginError(f"{page.file.src_uri}: layout: long needs one <article {ARTICLE}>, "
+                          f"found {output.count(ARTICLE)} (has Material's main.html changed?)")
+    return output.replace(ARTICLE, LONG, 1)

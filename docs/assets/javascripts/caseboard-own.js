@@ -661,6 +661,21 @@
     });
   }
 
+  /* Ask the worker for what the view `view` (head, knobs, layer, strip) draws; only the reply
+     to its latest request is kept (shown[view], after keep(reply) if given) and drawn: an
+     older reply, and the one the new reply replaces, are freed at once (release). */
+  function askLatest(view, message, draw, keep) {
+    var promise = ask(message, message.type);
+    asked[view] = message.id;
+    promise.then(function (reply) {
+      if (reply.id !== asked[view]) { release(reply); return; }
+      if (keep) keep(reply);
+      release(shown[view]);
+      shown[view] = reply;
+      draw();
+    }).catch(function (error) { alarm(errorText(error)); });
+  }
+
   /* A run's result: kept, drawn in every view, and handed to the real-heads board. */
   function received(text, result) {
     [shown.head, shown.knobs, shown.layer, shown.strip].forEach(release);   // its attentions went to the board
@@ -878,14 +893,7 @@
     // 1.6 MB fewer at 512 tokens), nor v.
     var message = {type: "head", run: run.id, layer: sel.layer, head: sel.head, temperature: 1,
                    mask: "none", window: 0, parts: ["scores", "weights", "q", "k"]};
-    var promise = ask(message, "head");
-    asked.head = message.id;
-    promise.then(function (reply) {
-      if (reply.id !== asked.head) { release(reply); return; }
-      release(shown.head);
-      shown.head = reply;
-      drawHead();
-    }).catch(function (error) { alarm(errorText(error)); });
+    askLatest("head", message, drawHead);
   }
 
   function drawHead() {
@@ -1115,15 +1123,9 @@
                      temperature: tau(), mask: sel.mask,
                      window: Math.max(0, Math.min(sel.window, run.n - 1)),
                      parts: ["scores", "weights", "output", "baseline_output"]};
-      var promise = ask(message, "head");
-      asked.knobs = message.id;
-      promise.then(function (reply) {
-        if (reply.id !== asked.knobs) { release(reply); return; }
-        release(shown.knobs);
+      askLatest("knobs", message, drawKnobs, function (reply) {
         reply.setting = {temperature: message.temperature, mask: message.mask, window: message.window};
-        shown.knobs = reply;
-        drawKnobs();
-      }).catch(function (error) { alarm(errorText(error)); });
+      });
     }, 60);
   }
 
@@ -1305,15 +1307,7 @@
      reply, rows (layers + 1, d_model), out of the hidden states it keeps. */
   function requestStrips() {
     if (!run || !ui.strips) return;
-    var message = {type: "strip", run: run.id, token: sel.token};
-    var promise = ask(message, "strip");
-    asked.strip = message.id;
-    promise.then(function (reply) {
-      if (reply.id !== asked.strip) { release(reply); return; }
-      release(shown.strip);
-      shown.strip = reply;
-      drawStrips();
-    }).catch(function (error) { alarm(errorText(error)); });
+    askLatest("strip", {type: "strip", run: run.id, token: sel.token}, drawStrips);
   }
 
   function stripRowOf(layer) {  // the shown strip reply's row of a layer (0: embeddings), a view
@@ -1371,14 +1365,7 @@
     // The parts the stepper shows, and of the weights the chosen head's only: at 512 tokens
     // 1 MB instead of every head's 12.6 MB (and no q, k, v, scores or context: 4 MB more).
     var message = {type: "layer", run: run.id, layer: sel.block, head: sel.head, parts: PARTS};
-    var promise = ask(message, "layer");
-    asked.layer = message.id;
-    promise.then(function (reply) {
-      if (reply.id !== asked.layer) { release(reply); return; }
-      release(shown.layer);
-      shown.layer = reply;
-      drawStep();
-    }).catch(function (error) { alarm(errorText(error)); });
+    askLatest("layer", message, drawStep);
   }
 
   /* The part shown by the stepper: {values, rows, cols, row (the chosen token's), signed}. */

@@ -84,6 +84,9 @@ OTHER_KERNEL_TESTS = "core or model or markdown-docs"
 #: OpenBLAS's x86-64 kernels by the widest vector instructions they use (AVX, AVX2, AVX-512).
 KERNEL_WIDTH = {"Sandybridge": 1, "Haswell": 2, "Zen": 2, "SkylakeX": 3, "Cooperlake": 3,
                 "SapphireRapids": 3}
+#: The variables that set how many threads a BLAS library starts (OpenBLAS, OpenMP, MKL).
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
 #: The kernels the second run may ask for (OPENBLAS_CORETYPE), widest first.
 OTHER_KERNELS = ("SkylakeX", "Haswell", "Sandybridge")
 # Prints the name of the OpenBLAS kernel NumPy runs, or nothing when NumPy's BLAS is not an
@@ -359,6 +362,10 @@ def run_both_halves(env: dict) -> int:
     temp = Path(tempfile.mkdtemp(prefix="mha-tests-"))
     # The site half builds the site there; the rest half runs a few tests on it at its end.
     env = dict(env, MHA_SHARED_SITE=str(temp / "shared"))
+    # One BLAS thread a process (unless the caller chose): three processes and a browser share
+    # the cores, and OpenBLAS's idle threads spin against each other (hooks/draw_figures.py
+    # found the same: 56 s of CPU for a 22 s drawing). The numbers do not depend on it.
+    env = {**{name: "1" for name in BLAS_THREADS}, **env}
     base = [str(PYTHON), "-m", "pytest"]
     in_use = blas_kernel(env)
     kernel = other_blas_kernel(in_use, blas_kernel(

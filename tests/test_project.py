@@ -359,7 +359,8 @@ def test_ctrl_c_ends_dev_py_quietly_with_130(tmp_path, to_group):
 def test_dev_py_test_runs_the_halves_and_the_second_kernel_and_fails_with_any(tmp_path, capfd,
                                                                                monkeypatch):
     """The three processes of ``python3 dev.py test``, on a project of one test that fails
-    under the second kernel only: the halves pass, the third run fails, and so does the whole."""
+    under the second kernel only: the halves pass, the third run fails, and so does the whole.
+    Each runs with one BLAS thread unless the caller chose a number."""
     dev = load_root_module("dev")
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nmarkers =\n    core: c\n    model: m\n    markdown-docs: d\n",
@@ -367,13 +368,17 @@ def test_dev_py_test_runs_the_halves_and_the_second_kernel_and_fails_with_any(tm
     (tmp_path / "test_kernel.py").write_text(
         "import os\nimport pytest\n\n\n@pytest.mark.core\n"
         "def test_kernel():\n"
+        "    assert os.environ['OPENBLAS_NUM_THREADS'] == '1' == os.environ['OMP_NUM_THREADS']\n"
+        "    assert os.environ['MKL_NUM_THREADS'] == '3', 'the caller\\'s choice kept'\n"
         "    assert os.environ['OPENBLAS_CORETYPE'] == 'Haswell', 'ran under another kernel'\n",
         encoding="utf-8")
     monkeypatch.setattr(dev, "ROOT", tmp_path)
     monkeypatch.setattr(dev, "PYTHON", Path(sys.executable))
     # This machine's own kernel is SkylakeX; the environment asks for Haswell.
     monkeypatch.setattr(dev, "blas_kernel", lambda env: env.get("OPENBLAS_CORETYPE", "SkylakeX"))
-    code = dev.run_both_halves({**__import__("os").environ, "OPENBLAS_CORETYPE": "Haswell"})
+    environ = {name: value for name, value in __import__("os").environ.items()
+               if name not in dev.BLAS_THREADS}
+    code = dev.run_both_halves({**environ, "OPENBLAS_CORETYPE": "Haswell", "MKL_NUM_THREADS": "3"})
     out = capfd.readouterr().out
     halves, kernel = out.split("under OpenBLAS's SkylakeX kernel (pytest -m")
     assert code == 1

@@ -196,10 +196,12 @@ def pytest_collection_modifyitems(config, items):
 SHARDS = ("site", "rest")
 
 #: Tests on the built site that the rest half runs, after all its other tests, on the site the
-#: site half built (when dev.py shares it): the case board's browser tests, so that the two
-#: halves take about as long as each other.
+#: site half built (when dev.py shares it): the case board's browser tests and the search
+#: hotkeys, so that the two halves take about as long as each other (with one BLAS thread a
+#: process the rest half ended two minutes before the site half).
 ON_SHARED_SITE = ("tests/test_caseboard_lab.py", "tests/test_caseboard_real.py",
-                  "tests/test_caseboard_tasks.py", "tests/test_caseboard_own_real.py")
+                  "tests/test_caseboard_tasks.py", "tests/test_caseboard_own_real.py",
+                  "tests/test_search_hotkey.py")
 
 
 def keep_shard(config, items) -> None:

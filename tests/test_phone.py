@@ -397,7 +397,7 @@ def test_photographs_at_phone_width(new_context, base_url, lang, scheme):
         screenshot(page, f"phone-{path.strip('/')}-{lang}-{scheme}")
 
 
-#: The training chapter's blocks: computed content-visibility of each direct child of the
+#: A chapter's blocks: computed content-visibility of each direct child of the
 #: article, and where its last second-level heading is.
 LAZY_BLOCKS = """() => {
     const blocks = [...document.querySelector('article.md-typeset').children];
@@ -410,30 +410,36 @@ LAZY_BLOCKS = """() => {
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_a_long_page_lays_out_far_blocks_lazily_and_its_anchors_still_land(phone, base_url, lang):
-    """extra.css and hooks/long_pages.py: past its first eight blocks, the training
-    chapter's ("layout: long") code, formulas, paragraphs and folded answers are laid out only
-    near the screen (its 9,000 elements cost a phone's main thread over 200 ms otherwise); the
-    first screens never are, tables and lists never are, and a link to its last section still
-    lands on that section although the blocks above it were never drawn (their heights
-    guessed). A page without the layout (the multi-head chapter) has no lazy block."""
-    url = base_url + ("en/" if lang == "en" else "") + "training/"
-    page = phone()
-    open_page(page, url)
-    blocks = page.evaluate(LAZY_BLOCKS)
-    first, rest = blocks["visibility"][:8], blocks["visibility"][8:]
-    assert set(first) == {"visible"}
-    lazy = [kind for kind, v in zip(blocks["kinds"][8:], rest) if v == "auto"]
-    assert len(lazy) >= 0.6 * len(rest), blocks["kinds"]
-    assert any(k.startswith("div.language-") for k in lazy) and any(k == "p." for k in lazy)
-    assert all(k.split(".")[0] not in ("ul", "ol", "h2", "h3") for k in lazy)
-    assert not any("scrollwrap" in k for k in lazy)
+    """extra.css and hooks/long_pages.py: past their first eight blocks, the long chapters'
+    ("layout: long": training, scores, positions) code, formulas, paragraphs and folded answers
+    are laid out only near the screen (their 8,000-9,600 elements cost a phone's main thread
+    over 200 ms otherwise); the first screens never are, tables and lists never are, and a link
+    to the training chapter's last section still lands on that section although the blocks
+    above it were never drawn (their heights guessed). A page without the layout (the
+    multi-head chapter) has no lazy block."""
+    prefix = base_url + ("en/" if lang == "en" else "")
+    url = prefix + "training/"
+    for chapter in ("training/", "scores/", "positions/"):
+        page = phone()
+        open_page(page, prefix + chapter)
+        blocks = page.evaluate(LAZY_BLOCKS)
+        if chapter == "training/":
+            last = blocks["last"]
+        first, rest = blocks["visibility"][:8], blocks["visibility"][8:]
+        assert set(first) == {"visible"}, chapter
+        lazy = [kind for kind, v in zip(blocks["kinds"][8:], rest) if v == "auto"]
+        assert len(lazy) >= 0.5 * len(rest), (chapter, blocks["kinds"])
+        assert any(k.startswith("div.language-") for k in lazy) and any(k == "p." for k in lazy)
+        assert all(k.split(".")[0] not in ("ul", "ol", "h2", "h3") for k in lazy), chapter
+        assert not any("scrollwrap" in k for k in lazy), chapter
+        page.close()
     plain = phone()
     open_page(plain, base_url + ("en/" if lang == "en" else "") + "multihead/")
     assert set(plain.evaluate(LAZY_BLOCKS)["visibility"]) == {"visible"}
     linked = phone()                               # a link from elsewhere: a fresh load
-    linked.goto(url + "#" + blocks["last"], wait_until="load")
+    linked.goto(url + "#" + last, wait_until="load")
     linked.wait_for_function(KATEX_DONE, timeout=READY_TIMEOUT)
     linked.wait_for_timeout(500)
     top = linked.evaluate("id => document.getElementById(id).getBoundingClientRect().top",
-                          blocks["last"])
+                          last)
     assert 0 <= top <= 150, top                    # below the header bar, at the top of the screen

@@ -418,13 +418,12 @@ def test_a_long_page_lays_out_far_blocks_lazily_and_its_anchors_still_land(phone
     above it were never drawn (their heights guessed). A page without the layout (the
     multi-head chapter) has no lazy block."""
     prefix = base_url + ("en/" if lang == "en" else "")
-    url = prefix + "training/"
+    url, last = prefix + "training/", None
     for chapter in ("training/", "scores/", "positions/"):
         page = phone()
         open_page(page, prefix + chapter)
         blocks = page.evaluate(LAZY_BLOCKS)
-        if chapter == "training/":
-            last = blocks["last"]
+        last = last or blocks["last"]                  # the training chapter's last section
         first, rest = blocks["visibility"][:8], blocks["visibility"][8:]
         assert set(first) == {"visible"}, chapter
         lazy = [kind for kind, v in zip(blocks["kinds"][8:], rest) if v == "auto"]

@@ -413,7 +413,8 @@ def test_a_long_page_lays_out_far_blocks_lazily_and_its_anchors_still_land(phone
     """extra.css and hooks/long_pages.py: past their first eight blocks, the long chapters'
     ("layout: long": training, scores, positions) code, formulas, paragraphs and folded answers
     are laid out only near the screen (their 8,000-9,600 elements cost a phone's main thread
-    over 200 ms otherwise); the first screens never are, tables and lists never are, and a link
+    over 200 ms otherwise); the first screens never are, tables, lists and output blocks (whose
+    label a contained paint would cut off) never are, and a link
     to the training chapter's last section still lands on that section although the blocks
     above it were never drawn (their heights guessed). A page without the layout (the
     multi-head chapter) has no lazy block."""
@@ -431,6 +432,9 @@ def test_a_long_page_lays_out_far_blocks_lazily_and_its_anchors_still_land(phone
         assert any(k.startswith("div.language-") for k in lazy) and any(k == "p." for k in lazy)
         assert all(k.split(".")[0] not in ("ul", "ol", "h2", "h3") for k in lazy), chapter
         assert not any("scrollwrap" in k for k in lazy), chapter
+        # An output block's label is drawn above its box: contained paint would cut it off.
+        assert not any(k.startswith("div.language-output") for k in lazy), chapter
+        assert any(k.startswith("div.language-output") for k in blocks["kinds"][8:]), chapter
         page.close()
     plain = phone()
     open_page(plain, base_url + ("en/" if lang == "en" else "") + "multihead/")

@@ -11,6 +11,9 @@ near Lighthouse's 200 ms when the machine was slow (inference, real heads, proje
 overview, teaching, misconceptions, long range). Short pages, the API reference and the case
 board (whose lab must not move) keep the plain layout.
 
+A page with code annotations cannot have the layout (the build stops): their tooltips open
+over the page, and contained paint would cut them off at the code block's edge.
+
 The article's class is the one Material's ``main.html`` writes; a page that asks for the long
 layout and has no such article stops the build (MAINTAINERS.md).
 """
@@ -22,6 +25,8 @@ from mkdocs.exceptions import PluginError
 #: Material's article element (material/templates/main.html), and the class added to it.
 ARTICLE = 'class="md-content__inner md-typeset"'
 LONG = 'class="md-content__inner md-typeset md-typeset--long"'
+#: A code annotation's marker, as overrides/main.html draws it at build time.
+ANNOTATION = '<aside class="md-annotation"'
 
 
 def on_post_page(output: str, page, config) -> str:
@@ -30,6 +35,10 @@ def on_post_page(output: str, page, config) -> str:
         return output
     if layout != "long":
         raise PluginError(f"{page.file.src_uri}: layout must be 'long' or absent, got {layout!r}")
+    if ANNOTATION in output:
+        raise PluginError(f"{page.file.src_uri}: layout: long and code annotations do not go "
+                          f"together: content-visibility contains paint, so an annotation's "
+                          f"tooltip would be cut off at its code block's edge")
     if output.count(ARTICLE) != 1:
         raise PluginError(f"{page.file.src_uri}: layout: long needs one <article {ARTICLE}>, "
                           f"found {output.count(ARTICLE)} (has Material's main.html changed?)")

@@ -114,6 +114,7 @@ def page_facts(path: Path) -> dict:
         "code": [code_skeleton(info, code) for info, code in fences(text)],
         "figures": re.findall(r"!\[.*?\]\(([^)\s]+)", prose),
         "formulas": [f.strip() for f in re.findall(r"\$\$(.*?)\$\$", prose, flags=re.S)],
+        "layout": re.findall(r"(?m)^layout:\s*(\S+)", text.split("\n---", 1)[0]),
     }
 
 
@@ -146,6 +147,31 @@ def test_parity_checks_can_fail(tmp_path):
     assert a["code"] != c["code"]
     d = facts("# T { #b }\n```python\nx = 1\nprint('hello')\n```\n$$b$$")
     assert a["anchors"] != d["anchors"] and a["formulas"] != d["formulas"]
+    e = facts("---\nlevel: core\nlayout: long\n---\n# T { #a }\n```python\nx = 1\n"
+              "print('hello')\n```\n$$a$$")
+    assert e["layout"] == ["long"] and a["layout"] == [] and e["code"] == a["code"]
+
+
+def test_the_long_layout_marks_only_the_article_and_refuses_what_it_would_break():
+    """hooks/long_pages.py: "layout: long" adds its class to Material's article, once; it stops
+    the build for another value, for a page without that article, and for a page with code
+    annotations (contained paint would cut their tooltips off)."""
+    from mkdocs.exceptions import PluginError
+
+    hook = import_hook("long_pages")
+    page = lambda **meta: SimpleNamespace(meta=meta, file=SimpleNamespace(src_uri="x.md"))
+    html = f"<main><article {hook.ARTICLE}><p>text</p></article></main>"
+    assert hook.on_post_page(html, page(), None) == html
+    assert hook.on_post_page(html, page(layout="long"), None) == html.replace(
+        hook.ARTICLE, hook.LONG)
+    assert 'md-typeset--long' in hook.LONG
+    for meta, bad, said in (({"layout": "wide"}, html, "must be 'long'"),
+                            ({"layout": "long"}, "<article class=other></article>", "needs one"),
+                            ({"layout": "long"}, html.replace(
+                                "<p>", '<pre><code>x<aside class="md-annotation" tabindex="0">'
+                                       "</aside></code></pre><p>"), "annotations")):
+        with pytest.raises(PluginError, match=said):
+            hook.on_post_page(bad, page(**meta), None)
 
 
 # ---- code blocks ---------------------------------------------------------------------------

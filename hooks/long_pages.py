@@ -11,8 +11,8 @@ near Lighthouse's 200 ms when the machine was slow (inference, real heads, proje
 overview, teaching, misconceptions, long range). Short pages, the API reference and the case
 board (whose lab must not move) keep the plain layout.
 
-A page with code annotations cannot have the layout (the build stops): their tooltips open
-over the page, and contained paint would cut them off at the code block's edge.
+A page with code annotations cannot have the layout (the build stops): contained paint would
+cut off an annotation's tooltip wherever it reaches past its code block's edge.
 
 The article's class is the one Material's ``main.html`` writes; a page that asks for the long
 layout and has no such article stops the build (MAINTAINERS.md).
@@ -38,7 +38,7 @@ def on_post_page(output: str, page, config) -> str:
     if ANNOTATION in output:
         raise PluginError(f"{page.file.src_uri}: layout: long and code annotations do not go "
                           f"together: content-visibility contains paint, so an annotation's "
-                          f"tooltip would be cut off at its code block's edge")
+                          f"tooltip reaching past its code block's edge would be cut off")
     if output.count(ARTICLE) != 1:
         raise PluginError(f"{page.file.src_uri}: layout: long needs one <article {ARTICLE}>, "
                           f"found {output.count(ARTICLE)} (has Material's main.html changed?)")

@@ -100,6 +100,13 @@ def code_skeleton(info: str, code: str):
     return lang, code
 
 
+def front_matter(text: str) -> dict:
+    """A page's front matter (the YAML between its first two "---" lines), or {} without one."""
+    import yaml
+
+    return yaml.safe_load(text.split("---\n")[1]) if text.startswith("---\n") else {}
+
+
 def page_facts(path: Path) -> dict:
     if path.suffix == ".ipynb":
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
@@ -114,7 +121,7 @@ def page_facts(path: Path) -> dict:
         "code": [code_skeleton(info, code) for info, code in fences(text)],
         "figures": re.findall(r"!\[.*?\]\(([^)\s]+)", prose),
         "formulas": [f.strip() for f in re.findall(r"\$\$(.*?)\$\$", prose, flags=re.S)],
-        "layout": re.findall(r"(?m)^layout:\s*(\S+)", text.split("\n---", 1)[0]),
+        "layout": front_matter(text).get("layout"),
     }
 
 
@@ -149,7 +156,7 @@ def test_parity_checks_can_fail(tmp_path):
     assert a["anchors"] != d["anchors"] and a["formulas"] != d["formulas"]
     e = facts("---\nlevel: core\nlayout: long\n---\n# T { #a }\n```python\nx = 1\n"
               "print('hello')\n```\n$$a$$")
-    assert e["layout"] == ["long"] and a["layout"] == [] and e["code"] == a["code"]
+    assert e["layout"] == "long" and a["layout"] is None and e["code"] == a["code"]
 
 
 def test_the_long_layout_marks_only_the_article_and_refuses_what_it_would_break():
@@ -662,12 +669,10 @@ def test_interview_page_has_enough_answered_questions_with_chapter_links(lang):
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_front_matter_parses_and_no_line_turns_into_a_stray_heading(lang):
-    import yaml
-
     for path in sorted((DOCS / lang).rglob("*.md")):  # the API reference's folder too
         text = path.read_text(encoding="utf-8")
         assert text.startswith("---\n"), path
-        meta = yaml.safe_load(text.split("---\n")[1])
+        meta = front_matter(text)
         assert isinstance(meta, dict) and isinstance(meta.get("description"), str), path
         assert 20 < len(meta["description"]) <= 200, path
         prose = without_fences(text)

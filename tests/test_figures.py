@@ -368,3 +368,29 @@ def test_application_patterns_respect_their_masks():
     np.testing.assert_allclose(p["bert"].sum(axis=1), 1)
     assert (np.triu(p["gpt"], 1) == 0).all()             # no peeking at later tokens
     assert p["cross"].shape == (4, 8) and np.allclose(p["cross"].sum(axis=1), 1)
+
+
+def test_figures_get_their_size_and_past_the_first_section_load_lazily(tmp_path):
+    """The figure hook writes each figure's size in CSS px (pt * 4/3, read from the SVG), and
+    marks lazy only the figures past the page's first <h2>: those before it may be on the
+    first screen."""
+    from types import SimpleNamespace
+
+    figures = import_hook("figures")
+    (tmp_path / "en" / "figures").mkdir(parents=True)
+    for name, (w, h) in {"a.svg": (300, 150), "b.svg": (60, 45)}.items():
+        (tmp_path / "en" / "figures" / name).write_text(
+            f'<?xml version="1.0"?>\n<svg width="{w}pt" height="{h}pt" viewBox="0 0 {w} {h}"></svg>')
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="en/chapter.md"))
+    config = {"docs_dir": str(tmp_path)}
+    html = ('<h1>T</h1><p><img alt="first" src="figures/a.svg" /></p>'
+            '<h2 id="s">S</h2><p><img alt="second" src="../figures/b.svg" /></p>'
+            '<p><img alt="sized" src="figures/a.svg" width="10" /></p>')
+    images = re.findall(r"<img [^>]*>", figures.on_page_content(html, page, config, None))
+    assert images[0] == '<img alt="first" src="figures/a.svg" width="400" height="200" />'
+    assert images[1] == ('<img alt="second" src="../figures/b.svg" width="80" height="60"'
+                         ' loading="lazy" decoding="async" />')
+    assert images[2] == '<img alt="sized" src="figures/a.svg" width="10" />'  # left as written
+    # No <h2>: the page is one section, and its figures stay eager.
+    one = figures.on_page_content('<p><img alt="x" src="figures/b.svg" /></p>', page, config, None)
+    assert "loading" not in one and 'width="80"' in one

@@ -9,7 +9,8 @@ right edge must differ from the page where more content lies to the right, and b
 own colour once the box is scrolled to its end. The glossary reads as a list on a phone (no row
 wider than the screen, the meaning as wide as the column) and stays a table on a desktop.
 
-The same sweep checks that no page scrolls sideways at that width.
+The same sweep checks that no page scrolls sideways at that width, and that no figure loaded
+lazily (hooks/figures.py) is on a page's first screen.
 
 Reuses the session's one build and tests/test_browser.py's browser and fixtures. With
 ``SCREENSHOT_DIR`` set, the multi-head page and the glossary are photographed at phone width in
@@ -251,16 +252,24 @@ def has_boxes(site_dir, path: str) -> bool:
     return '<div class="arithmatex"' in article and not path.startswith("en/")
 
 
+#: Lazy images on the first screen of a page opened at its top (one in a tab not shown has no
+#: box, and loads when its tab is chosen).
+LAZY_SEEN = """() => scrollY === 0 ? [...document.querySelectorAll('img[loading=lazy]')]
+    .filter(img => img.getClientRects().length && img.getBoundingClientRect().top < innerHeight)
+    .map(img => img.getAttribute('src')) : ['the page did not open at its top']"""
+
+
 def test_no_page_scrolls_sideways_and_no_box_is_cut_off_without_a_visible_scroll(phone, site):
-    """One sweep of every page at phone width, for two checks: the page never scrolls sideways,
-    and a display formula or table wider than the column scrolls in its own box with a cue."""
+    """One sweep of every page at phone width, for three checks: the page never scrolls
+    sideways, a display formula or table wider than the column scrolls in its own box with a
+    cue, and no lazily loaded figure is on the first screen."""
     base_url, site_dir = site
     pages = site_pages(site_dir)
     assert {"", "scores/", "multihead/", "glossary/", "en/", "en/scores/", "en/multihead/",
             "en/glossary/"} <= set(pages)
     chapters = {LANGUAGES[lang]["chapter"]: lang for lang in LANGUAGES}
     page = phone()
-    cut_off, scrolling, sideways = {}, 0, {}
+    cut_off, scrolling, sideways, lazy_on_first_screen = {}, 0, {}, {}
     boxed = {path for path in pages if has_boxes(site_dir, path)}
     assert {"scores/", "multihead/", "glossary/", "en/glossary/"} <= boxed
     for path in pages:
@@ -279,6 +288,7 @@ def test_no_page_scrolls_sideways_and_no_box_is_cut_off_without_a_visible_scroll
         assert width["limit"] == PHONE["viewport"]["width"], path
         if width["scroll"] > width["limit"] + 1:
             sideways["/" + path] = width
+        lazy_on_first_screen.update({f"/{path} {src}": None for src in page.evaluate(LAZY_SEEN)})
         if path in chapters:
             screenshot(page, f"scores-{chapters[path]}-phone")
         if path.startswith("en/api/") or path not in boxed:
@@ -287,6 +297,9 @@ def test_no_page_scrolls_sideways_and_no_box_is_cut_off_without_a_visible_scroll
         scrolling += page.locator("[data-mha-box]").count()
         cut_off.update({f"/{path} {what}": problem for what, problem in problems.items()})
     assert sideways == {}
+    # hooks/figures.py loads figures lazily from the first <h2> on; none may be on the first
+    # screen, where a lazy image arrives late.
+    assert lazy_on_first_screen == {}
     assert cut_off == {}
     assert scrolling > 0  # the multi-head formula, at least, is wider than a phone
 

@@ -79,8 +79,10 @@ FIND_CJK_FONT = ("from matplotlib import font_manager\n"
 PINNED = [ROOT / "requirements" / "minilm.txt", ROOT / "requirements" / "e5.txt"]
 
 #: What ``python3 dev.py test`` runs once more under another OpenBLAS kernel: the numeric suites
-#: and every Python block of the pages (pytest-markdown-docs marks those ``markdown-docs``).
-OTHER_KERNEL_TESTS = "core or model or markdown-docs"
+#: and every Python block of the pages (pytest-markdown-docs marks those ``markdown-docs``),
+#: less the tests of the repository's tooling that compute no number (``no_numbers``: dev.py's
+#: own tests, which start pythons and pytests of their own, were a quarter of that run's time).
+OTHER_KERNEL_TESTS = "(core or model or markdown-docs) and not no_numbers"
 #: OpenBLAS's x86-64 kernels by the widest vector instructions they use (AVX, AVX2, AVX-512).
 KERNEL_WIDTH = {"Sandybridge": 1, "Haswell": 2, "Zen": 2, "SkylakeX": 3, "Cooperlake": 3,
                 "SapphireRapids": 3}

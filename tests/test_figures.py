@@ -380,7 +380,7 @@ def test_figures_get_their_size_and_past_the_first_section_load_lazily(tmp_path)
     (tmp_path / "en" / "figures").mkdir(parents=True)
     for name, (w, h) in {"a.svg": (300, 150), "b.svg": (60, 45)}.items():
         (tmp_path / "en" / "figures" / name).write_text(
-            f'<?xml version="1.0"?>\n<svg width="{w}pt" height="{h}pt" viewBox="0 0 {w} {h}"></svg>')
+            f'<?xml version="1.0"?>\n<svg width="{w}pt" height="{h}pt" viewBox="0 0 {w} {h}"></svg>', encoding="utf-8")
     page = SimpleNamespace(file=SimpleNamespace(src_uri="en/chapter.md"))
     config = {"docs_dir": str(tmp_path)}
     html = ('<h1>T</h1><p><img alt="first" src="figures/a.svg" /></p>'

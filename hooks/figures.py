@@ -98,9 +98,9 @@ def on_page_content(html, page, config, files):
     have the browser fetch the figures past the page's first section only as the reader nears
     them (``loading="lazy"``).
 
-    A figure is an SVG drawn by matplotlib: 1,000 to 2,000 elements that the browser parses,
-    styles and lays out on the page's main thread, one task per figure. Fetched with the page,
-    the five figures of the training chapter added five such tasks (7 to 22 ms each on this
+    A figure is an SVG drawn by matplotlib (the training chapter's five: 590 to 1,495 elements
+    each) that the browser parses, styles and lays out on the page's main thread, one task per
+    figure. Fetched with the page, those five added five such tasks (7 to 22 ms each on this
     machine, four times that on Lighthouse's simulated phone) to the first load. A figure before
     the first ``<h2>`` may be on the first screen, so it stays eager (a lazy first-screen image
     arrives late; tests/test_phone.py checks that no lazy figure is on a phone's first screen).
